@@ -1,0 +1,1 @@
+"""Embedding (and, later, LLM) providers behind small interfaces, registered by name."""

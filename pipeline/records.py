@@ -1,0 +1,102 @@
+"""Plain, frozen records passed between the stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: UUID
+    project: str
+    content: str
+    category: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    pinned: bool
+    priority: int
+    occurred_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    source: str | None
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A memory on its way through recall, with what each arm said about it."""
+
+    memory: Memory
+    score: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)  # arm -> 1-based rank in that arm
+    arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, ts_rank)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    query: str
+    project: str
+    reference_time: datetime
+    limit: int
+    max_tokens: int
+    budget: str = "mid"
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    explain: bool = False
+
+
+@dataclass(slots=True)
+class StageTrace:
+    stage: str
+    ms: float
+    count_in: int
+    count_out: int
+    status: str  # "ran", or "skipped: <why>"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Trace:
+    stages: list[StageTrace] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(s.ms for s in self.stages)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total_ms": round(self.total_ms, 3),
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "ms": round(s.ms, 3),
+                    "in": s.count_in,
+                    "out": s.count_out,
+                    "status": s.status,
+                    **({"detail": s.detail} if s.detail else {}),
+                }
+                for s in self.stages
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What retrieval searches with: the original question plus any synthesised variants."""
+
+    text: str
+    variants: tuple[str, ...] = ()
+    hypothetical: str | None = None  # HyDE answer, when an LLM wrote one
+
+
+@dataclass(slots=True)
+class RecallResult:
+    memories: list[tuple[Memory, float]]
+    ranked: list[Candidate]  # the final order before token packing (what the benchmark scores)
+    tokens_used: int
+    trace: Trace

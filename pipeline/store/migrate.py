@@ -1,0 +1,57 @@
+"""Numbered SQL migrations, applied in order at start-up and recorded in ``memlane_migrations``.
+
+Two processes starting on one database at once would race (``CREATE TABLE IF NOT EXISTS`` from two
+connections fails with a unique violation in the catalog), so the whole run holds an advisory lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from importlib import resources
+
+import psycopg
+
+log = logging.getLogger(__name__)
+
+# Any constant shared by every memlane process; "mlane" in ASCII.
+ADVISORY_LOCK_KEY = 0x6D6C616E65
+
+
+def available() -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every packaged migration, in order."""
+    out = []
+    for entry in resources.files("memlane.pipeline.store").joinpath("migrations").iterdir():
+        m = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def latest_version() -> int:
+    return available()[-1][0]
+
+
+async def migrate(conn: psycopg.AsyncConnection) -> int:
+    """Apply pending migrations; returns the schema version. ``conn`` must be in autocommit mode."""
+    await conn.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS memlane_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM memlane_migrations")
+        current = (await cur.fetchone())[0]
+        for version, name, sql in available():
+            if version <= current:
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute(
+                    "INSERT INTO memlane_migrations (version, name) VALUES (%s, %s)", (version, name)
+                )
+            log.info("applied migration %04d_%s", version, name)
+            current = version
+        return current
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))

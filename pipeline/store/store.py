@@ -1,0 +1,395 @@
+"""Queries against the memories table. Async psycopg 3 with a connection pool."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from ..errors import ModelMismatch, NotFound, StoreError
+from ..records import Memory
+from . import migrate as migrations
+
+log = logging.getLogger(__name__)
+
+MEMORY_COLUMNS = (
+    "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "
+    "updated_at, expires_at, source, access_count, last_accessed_at"
+)
+
+# Natural questions rarely have all their words in one memory, so the keyword arm ORs the query's
+# lexemes: on the LoCoMo development set, OR + ts_rank reaches R@5 0.524 where plainto_tsquery
+# (AND) reaches 0.095 (shared/docs/EVAL.md). Lexemes are quoted so none is read as an operator.
+OR_TSQUERY = (
+    "(SELECT coalesce(string_agg('''' || replace(replace(lx, '\\', ''), '''', '''''') || '''', ' | '), '')"
+    " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx)::tsquery"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """What to insert: validated fields plus the embedding."""
+
+    project: str
+    content: str
+    content_hash: str
+    embedding: list[float]
+    category: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    pinned: bool
+    priority: int
+    occurred_at: datetime | None
+    expires_at: datetime | None
+    source: str | None
+
+
+def row_to_memory(r: dict[str, Any]) -> Memory:
+    return Memory(
+        id=r["id"],
+        project=r["project"],
+        content=r["content"],
+        category=r["category"],
+        tags=tuple(r["tags"] or ()),
+        metadata=r["metadata"] or {},
+        pinned=r["pinned"],
+        priority=r["priority"],
+        occurred_at=r["occurred_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        expires_at=r["expires_at"],
+        source=r["source"],
+        access_count=r["access_count"],
+        last_accessed_at=r["last_accessed_at"],
+    )
+
+
+class Store:
+    def __init__(self, dsn: str, *, pool_min: int = 1, pool_max: int = 8, timeout: float = 30.0) -> None:
+        self._dsn = dsn
+        self._pool_min = pool_min
+        self._pool_max = pool_max
+        self._timeout = timeout
+        self.pool: AsyncConnectionPool | None = None
+        self.schema_version = 0
+
+    async def open(self) -> None:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(self._timeout)
+            ) as conn:
+                await conn.execute("SET client_min_messages = warning")
+                self.schema_version = await migrations.migrate(conn)
+        except psycopg.OperationalError as e:
+            raise StoreError(f"cannot connect to PostgreSQL: {e}".strip()) from e
+        except psycopg.errors.FeatureNotSupported as e:  # pragma: no cover - external servers
+            raise StoreError(f"the database lacks a feature memlane needs: {e}") from e
+        except psycopg.errors.UndefinedFile as e:  # pragma: no cover - external servers
+            raise StoreError(
+                f"the pgvector extension is not installed on this PostgreSQL server ({e}); install pgvector"
+            ) from e
+        if self.schema_version > migrations.latest_version():
+            raise StoreError(
+                f"the database schema is version {self.schema_version}, newer than this memlane knows "
+                f"({migrations.latest_version()}): upgrade memlane"
+            )
+
+        async def configure(conn: psycopg.AsyncConnection) -> None:
+            from pgvector.psycopg import register_vector_async
+
+            await register_vector_async(conn)
+            # With a project filter, a plain HNSW scan can return fewer than k rows; pgvector 0.8's
+            # iterative scan keeps walking the graph until the filter has enough matches.
+            await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+            await conn.execute("SET hnsw.ef_search = 100")
+            await conn.commit()
+
+        self.pool = AsyncConnectionPool(
+            self._dsn,
+            min_size=self._pool_min,
+            max_size=self._pool_max,
+            timeout=self._timeout,
+            configure=configure,
+            kwargs={"autocommit": True},
+            open=False,
+        )
+        await self.pool.open(wait=True, timeout=self._timeout)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    def _pool(self) -> AsyncConnectionPool:
+        if self.pool is None:
+            raise StoreError("the store is not open")
+        return self.pool
+
+    # -- settings -------------------------------------------------------------------------------
+
+    async def get_setting(self, key: str) -> str | None:
+        async with self._pool().connection() as conn:
+            cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = %s", (key,))
+            row = await cur.fetchone()
+            return row[0] if row else None
+
+    async def ensure_model(self, model_id: str, dim: int) -> None:
+        """Record the embedding model on first use; refuse a different one against stored vectors."""
+        async with self._pool().connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+            try:
+                cur = await conn.execute(
+                    "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
+                )
+                have = dict(await cur.fetchall())
+                if have.get("embedding_model") == model_id and have.get("embedding_dim") == str(dim):
+                    return
+                if have:
+                    cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
+                    (n,) = await cur.fetchone()
+                    if n:
+                        raise ModelMismatch(
+                            f"the store holds {n} memories embedded with {have.get('embedding_model')} "
+                            f"({have.get('embedding_dim')} dimensions) but the configured model is {model_id} "
+                            f"({dim}). Run `memlane reembed` to re-embed them with the configured model, or "
+                            "configure the recorded model again."
+                        )
+                await self._set_vector_column(conn, model_id, dim)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+
+    async def _set_vector_column(self, conn: psycopg.AsyncConnection, model_id: str, dim: int) -> None:
+        async with conn.transaction():
+            await conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
+            await conn.execute("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL")
+            await conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
+            await conn.execute(
+                "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
+            )
+            for k, v in (("embedding_model", model_id), ("embedding_dim", str(dim))):
+                await conn.execute(
+                    "INSERT INTO memlane_settings (key, value) VALUES (%s, %s)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (k, v),
+                )
+        log.info("embedding column set to vector(%d) for %s", dim, model_id)
+
+    async def switch_model(self, model_id: str, dim: int) -> None:
+        """For reembed: clear every vector and record the new model (under the migration lock)."""
+        async with self._pool().connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+            try:
+                await self._set_vector_column(conn, model_id, dim)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def insert(self, rows: list[StoredRow]) -> list[tuple[UUID, bool]]:
+        """Insert in one transaction; returns (id, created) per row. An identical memory (same project,
+        content and occurred_at) is not stored twice: its existing id comes back with created=False."""
+        out: list[tuple[UUID, bool]] = []
+        async with self._pool().connection() as conn, conn.transaction():
+            for r in rows:
+                cur = await conn.execute(
+                    "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
+                    " pinned, priority, occurred_at, expires_at, source)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id",
+                    (
+                        r.project,
+                        r.content,
+                        r.content_hash,
+                        np.asarray(r.embedding, dtype=np.float32),
+                        r.category,
+                        list(r.tags),
+                        Jsonb(r.metadata),
+                        r.pinned,
+                        r.priority,
+                        r.occurred_at,
+                        r.expires_at,
+                        r.source,
+                    ),
+                )
+                row = await cur.fetchone()
+                if row:
+                    out.append((row[0], True))
+                    continue
+                cur = await conn.execute(
+                    "SELECT id FROM memories WHERE project = %s AND content_hash = %s",
+                    (r.project, r.content_hash),
+                )
+                out.append(((await cur.fetchone())[0], False))
+        return out
+
+    async def update(self, memory_id: UUID, fields: dict[str, Any]) -> Memory:
+        if not fields:
+            return await self.get(memory_id)
+        sets, params = [], []
+        for k, v in fields.items():
+            if k == "embedding":
+                v = np.asarray(v, dtype=np.float32)
+            elif k == "metadata":
+                v = Jsonb(v)
+            elif k == "tags":
+                v = list(v)
+            sets.append(f"{k} = %s")
+            params.append(v)
+        sql = f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s RETURNING {MEMORY_COLUMNS}"
+        async with self._pool().connection() as conn:
+            try:
+                cur = await conn.cursor(row_factory=dict_row).execute(sql, (*params, memory_id))
+            except psycopg.errors.UniqueViolation as e:
+                from ..errors import InvalidInput
+
+                raise InvalidInput(
+                    "an identical memory (same project, content and occurred_at) already exists"
+                ) from e
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
+
+    async def delete(self, memory_id: UUID) -> Memory:
+        async with self._pool().connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
+
+    async def touch(self, ids: list[UUID]) -> None:
+        """Count an access for memories a recall returned (feeds later scoring adjustments)."""
+        if not ids:
+            return
+        async with self._pool().connection() as conn:
+            await conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = now() WHERE id = ANY(%s)",
+                (ids,),
+            )
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get(self, memory_id: UUID) -> Memory:
+        async with self._pool().connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
+
+    async def search(
+        self,
+        *,
+        project: str,
+        query: str,
+        embedding: list[float] | None,
+        k: int,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        arms: tuple[str, ...] = ("vector", "keyword"),
+    ) -> dict[str, list[tuple[Memory, float]]]:
+        """Run the vector and keyword arms in one statement. Returns arm -> [(memory, score)] best first:
+        cosine similarity for the vector arm, ts_rank for the keyword arm."""
+        filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
+        params: dict[str, Any] = {"project": project, "q": query, "k": k}
+        if category is not None:
+            filters.append("m.category = %(category)s")
+            params["category"] = category
+        if tags:
+            filters.append("m.tags @> %(tags)s")
+            params["tags"] = list(tags)
+        where = " AND ".join(filters)
+        parts = []
+        if "vector" in arms and embedding is not None:
+            params["emb"] = np.asarray(embedding, dtype=np.float32)
+            parts.append(
+                "(SELECT 'vector' AS arm, m.id, 1 - (m.embedding <=> %(emb)s) AS score FROM memories m"
+                f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(emb)s LIMIT %(k)s)"
+            )
+        if "keyword" in arms:
+            parts.append(
+                f"(SELECT 'keyword' AS arm, m.id, ts_rank(m.tsv, q.tq) AS score"
+                f" FROM memories m, (SELECT {OR_TSQUERY} AS tq) q"
+                f" WHERE {where} AND m.tsv @@ q.tq ORDER BY score DESC, m.id LIMIT %(k)s)"
+            )
+        if not parts:
+            return {}
+        sql = (
+            f"SELECT h.arm, h.score, {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}"
+            f" FROM ({' UNION ALL '.join(parts)}) h JOIN memories m ON m.id = h.id"
+        )
+        out: dict[str, list[tuple[Memory, float]]] = {a: [] for a in arms}
+        async with self._pool().connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            rows = await cur.fetchall()
+        for r in rows:
+            out.setdefault(r["arm"], []).append((row_to_memory(r), float(r["score"])))
+        for arm in out:
+            out[arm].sort(key=lambda ms: (-ms[1], str(ms[0].id)))
+        return out
+
+    async def iter_memories(
+        self, project: str | None = None, batch: int = 500, missing_embedding: bool = False
+    ):
+        """Every memory (optionally of one project, or only those without a vector), oldest first, in
+        batches; for export and reembed. Keyset paging, so rows updated meanwhile are not seen twice."""
+        last: tuple[datetime, UUID] | None = None
+        while True:
+            clauses, params = ["embedding IS NULL"] if missing_embedding else [], []
+            if project is not None:
+                clauses.append("project = %s")
+                params.append(project)
+            if last is not None:
+                clauses.append("(created_at, id) > (%s, %s)")
+                params.extend(last)
+            where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+            async with self._pool().connection() as conn:
+                cur = await conn.cursor(row_factory=dict_row).execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY created_at, id LIMIT %s",
+                    (*params, batch),
+                )
+                rows = await cur.fetchall()
+            if not rows:
+                return
+            yield [row_to_memory(r) for r in rows]
+            last = (rows[-1]["created_at"], rows[-1]["id"])
+
+    async def set_embeddings(self, pairs: list[tuple[UUID, list[float]]]) -> None:
+        async with self._pool().connection() as conn, conn.transaction():
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "UPDATE memories SET embedding = %s WHERE id = %s",
+                    [(np.asarray(v, dtype=np.float32), i) for i, v in pairs],
+                )
+
+    async def stats(self) -> dict[str, Any]:
+        async with self._pool().connection() as conn:
+            cur = await conn.execute(
+                "SELECT project, count(*) FROM memories GROUP BY project ORDER BY project"
+            )
+            per_project = {p: n for p, n in await cur.fetchall()}
+            cur = await conn.execute("SELECT key, value FROM memlane_settings")
+            settings = dict(await cur.fetchall())
+            cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NULL")
+            (missing,) = await cur.fetchone()
+        return {
+            "memories": sum(per_project.values()),
+            "projects": per_project,
+            "embedding_model": settings.get("embedding_model"),
+            "embedding_dim": int(settings["embedding_dim"]) if "embedding_dim" in settings else None,
+            "missing_embeddings": missing,
+            "schema_version": self.schema_version,
+        }

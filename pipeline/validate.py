@@ -1,0 +1,156 @@
+"""Input checks shared by every entry point (MCP tools, CLI, import). Each error says what is accepted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from .errors import InvalidInput
+
+_PROJECT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3
+
+
+def parse_datetime(value: Any, field: str) -> datetime | None:
+    """ISO 8601 date or date-time; a value without a zone is taken as UTC."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            try:
+                from dateutil.parser import isoparse
+
+                dt = isoparse(text)
+            except (ValueError, OverflowError):
+                raise InvalidInput(
+                    f"{field}: {value!r} is not an ISO 8601 date or date-time; "
+                    "use e.g. '2024-05-08', '2024-05-08T13:56:00Z' or '2024-05-08T13:56:00+02:00'"
+                ) from None
+    else:
+        raise InvalidInput(f"{field} must be an ISO 8601 string, not {type(value).__name__}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt
+
+
+def parse_id(value: Any) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value).strip())
+    except (ValueError, AttributeError):
+        raise InvalidInput(
+            f"id {value!r} is not a memory id; ids are UUIDs like '0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b' "
+            "as returned by remember and recall"
+        ) from None
+
+
+def project_name(value: Any, default: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(f"project must be a string, not {type(value).__name__}")
+    name = value.strip()
+    if not name:
+        return default
+    if not _PROJECT_RE.match(name):
+        raise InvalidInput("project must be 1-200 characters without control characters")
+    return name
+
+
+def content_text(value: Any, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"content must be a string, not {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidInput("content is empty: give the fact, preference or event to remember as text")
+    if "\x00" in text:
+        raise InvalidInput("content contains a NUL character, which cannot be stored")
+    if len(text) > max_chars:
+        raise InvalidInput(
+            f"content is {len(text)} characters; the maximum is {max_chars} "
+            "(remember.max_content_chars). Split it into several memories, one fact each."
+        )
+    return text
+
+
+def category_name(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"category must be a string, not {type(value).__name__}")
+    name = value.strip().lower()
+    if not name:
+        return None
+    if len(name) > 64 or not _PROJECT_RE.match(name):
+        raise InvalidInput("category must be at most 64 characters without control characters")
+    return name
+
+
+def tag_list(value: Any, max_tags: int) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise InvalidInput("tags must be a list of strings")
+    out: list[str] = []
+    for t in value:
+        if not isinstance(t, str):
+            raise InvalidInput(f"tags must be strings; got {type(t).__name__}")
+        t = t.strip().lower()
+        if not t:
+            continue
+        if len(t) > 64 or not _PROJECT_RE.match(t):
+            raise InvalidInput(f"tag {t[:70]!r} is too long or has control characters (max 64 characters)")
+        if t not in out:
+            out.append(t)
+    if len(out) > max_tags:
+        raise InvalidInput(f"{len(out)} tags given; at most {max_tags} are accepted")
+    return tuple(out)
+
+
+def priority_value(value: Any) -> int:
+    if value is None:
+        return PRIORITY_DEFAULT
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidInput(
+            f"priority {value} is out of range: use {PRIORITY_MIN} (low) to {PRIORITY_MAX} (critical), "
+            f"default {PRIORITY_DEFAULT}"
+        )
+    return value
+
+
+def metadata_object(value: Any, max_bytes: int) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"metadata must be a JSON object, not {type(value).__name__}")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"metadata is not valid JSON: {e}") from None
+    if "\\u0000" in encoded:
+        raise InvalidInput("metadata contains a NUL character, which cannot be stored")
+    if len(encoded.encode()) > max_bytes:
+        raise InvalidInput(f"metadata is larger than {max_bytes} bytes (remember.max_metadata_bytes)")
+    return value
+
+
+def content_hash(content: str, occurred_at: datetime | None) -> str:
+    """Identity of a memory within a project: its words and when they happened."""
+    stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
+    return hashlib.sha256(f"{content}\x00{stamp}".encode()).hexdigest()

@@ -1,0 +1,1 @@
+"""Versioned prompt templates: prompts/<name>/v<N>.md, read with importlib.resources."""

@@ -1,0 +1,1 @@
+"""memlane MCP layer: tools, resources, transports, CLI, settings."""
