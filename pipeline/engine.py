@@ -45,8 +45,9 @@ class Engine:
     def data_dir(self) -> Path:
         return Path(self.config.data_dir or default_data_dir()).expanduser()
 
-    async def open(self) -> None:
-        """Start/join the database, apply migrations, check the embedding model. Idempotent."""
+    async def open(self, *, check_model: bool = True) -> None:
+        """Start/join the database, apply migrations, check the embedding model. Idempotent.
+        ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model."""
         if self._opened:
             return
         if self.config.database.url is not None:
@@ -56,11 +57,12 @@ class Engine:
         db = self.config.database
         store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout)
         await store.open()
-        try:
-            await store.ensure_model(self.embedder.model_id, self.embedder.dim)
-        except Exception:
-            await store.close()
-            raise
+        if check_model:
+            try:
+                await store.ensure_model(self.embedder.model_id, self.embedder.dim)
+            except Exception:
+                await store.close()
+                raise
         self.store = store
         self._opened = True
 
@@ -188,6 +190,22 @@ class Engine:
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
         return await self.store.update(mid, fields)
+
+    async def reembed(self, batch_size: int = 256, progress=None) -> int:
+        """Give every memory a vector from the configured model; resumable (only memories without a
+        vector are embedded, so an interrupted run continues where it stopped)."""
+        recorded = await self.store.get_setting("embedding_model")
+        recorded_dim = await self.store.get_setting("embedding_dim")
+        if recorded != self.embedder.model_id or recorded_dim != str(self.embedder.dim):
+            await self.store.switch_model(self.embedder.model_id, self.embedder.dim)
+        done = 0
+        async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
+            vectors = await asyncio.to_thread(self.embedder.embed_batch, [m.content for m in batch])
+            await self.store.set_embeddings([(m.id, vec) for m, vec in zip(batch, vectors, strict=True)])
+            done += len(batch)
+            if progress:
+                progress(len(batch))
+        return done
 
     async def stats(self) -> dict[str, Any]:
         s = await self.store.stats()

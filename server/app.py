@@ -1,0 +1,273 @@
+"""The MCP server: tools, a statistics resource and the instructions that tell the client's model
+when to use them. Start-up is non-blocking: the server answers ``initialize`` and ``tools/list``
+at once while the database starts and the embedding model loads in the background; the first tool
+call waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import InvalidInput, MemlaneError, NotFound, StoreError
+from pydantic import Field
+
+from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .settings import Settings
+
+log = logging.getLogger("memlane.server")
+
+VERSION = "0.1.0"
+
+INSTRUCTIONS = """\
+memlane is your long-term memory: it keeps what you learn across conversations.
+
+Call `remember` whenever you learn something durable: the user's preferences and habits, decisions
+and their reasons, facts about people, projects, deadlines and incidents, corrections the user
+makes. One fact per call, in a full sentence that makes sense on its own later ("Alice prefers
+tabs over spaces in Python projects", not "tabs"). Pass `occurred_at` when the fact has a date and
+`project` to keep a project's memories apart.
+
+Call `recall` before you answer anything about the user, their projects or past work, and before
+you ask the user something they may already have told you. Ask in words ("which database did we
+pick for billing and why?"). Use `update` when a memory has become wrong and `forget` when the user
+asks you to forget something.
+"""
+
+
+class State:
+    """Process-wide: one engine for every session (SSE runs the lifespan once per connection)."""
+
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.engine = engine or Engine(settings.engine())
+        self._startup: asyncio.Task | None = None
+        self._warm: asyncio.Future | None = None
+
+    def start(self) -> None:
+        if self._startup is None:
+            self._startup = asyncio.get_running_loop().create_task(self.engine.open())
+            self._warm = asyncio.ensure_future(asyncio.to_thread(self.engine.warm))
+            self._warm.add_done_callback(_log_warm_failure)
+
+    async def ready(self) -> Engine:
+        self.start()
+        try:
+            await asyncio.shield(self._startup)
+        except MemlaneError as e:
+            raise ToolError(f"memlane could not start its database: {e}") from None
+        except Exception as e:
+            log.exception("start-up failed")
+            raise ToolError(f"memlane could not start: {type(e).__name__}: {e}") from None
+        return self.engine
+
+    async def close(self) -> None:
+        if self._startup is not None and not self._startup.done():
+            self._startup.cancel()
+        await self.engine.close()
+
+
+def _log_warm_failure(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("loading the embedding model failed: %s", fut.exception())
+
+
+def _tool_error(e: MemlaneError) -> ToolError:
+    if isinstance(e, InvalidInput):
+        return ToolError(f"invalid input: {e}")
+    if isinstance(e, NotFound):
+        return ToolError(f"{e}; recall returns the ids of existing memories")
+    if isinstance(e, StoreError):
+        return ToolError(f"memlane's database failed: {e}")
+    return ToolError(str(e))
+
+
+def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[MCPServer, State]:
+    state = State(settings, engine)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[State]:
+        state.start()
+        yield state
+
+    server = MCPServer(
+        "memlane",
+        title="memlane",
+        description="Long-term memory for LLM agents",
+        instructions=INSTRUCTIONS,
+        version=VERSION,
+        lifespan=lifespan,
+        log_level=settings.server.log_level,
+    )
+
+    @asynccontextmanager
+    async def engine_for_call():
+        eng = await state.ready()
+        try:
+            yield eng
+        except MemlaneError as e:
+            raise _tool_error(e) from None
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        )
+    )
+    async def remember(
+        content: Annotated[
+            str, Field(description="The fact, preference, decision or event, as a self-contained sentence.")
+        ],
+        project: Annotated[
+            str | None, Field(description="Project to file it under; omitted = the default project.")
+        ] = None,
+        category: Annotated[
+            str | None, Field(description="e.g. preference, decision, fact, person, incident, todo.")
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Short labels to filter by later.")] = None,
+        pinned: Annotated[
+            bool, Field(description="Pinned memories are meant to be always relevant.")
+        ] = False,
+        priority: Annotated[int | None, Field(description="1 (low) to 5 (critical); default 3.")] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="When it happened, ISO 8601 (2024-05-08 or 2024-05-08T13:56:00Z).")
+        ] = None,
+        expires_at: Annotated[
+            str | None, Field(description="When it stops being true, ISO 8601; recall ignores it after.")
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Any JSON object; stored and returned as given.")
+        ] = None,
+    ) -> RememberResult:
+        """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping
+        across conversations. Storing the exact same memory twice returns the existing id with
+        status 'duplicate'."""
+        async with engine_for_call() as eng:
+            out = await eng.remember(
+                content=content,
+                project=project,
+                category=category,
+                tags=tags,
+                pinned=pinned,
+                priority=priority,
+                occurred_at=occurred_at,
+                expires_at=expires_at,
+                metadata=metadata,
+                source="mcp",
+            )
+        return RememberResult(**out)
+
+    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False))
+    async def recall(
+        query: Annotated[str, Field(description="What you want to know, in words.")],
+        project: Annotated[
+            str | None, Field(description="Project to search; omitted = the default project.")
+        ] = None,
+        limit: Annotated[int | None, Field(description="At most this many memories (default 10).")] = None,
+        max_tokens: Annotated[int, Field(description="Token budget for the returned memories.")] = 2000,
+        budget: Annotated[
+            Literal["low", "mid", "high"], Field(description="How much work recall may do.")
+        ] = "mid",
+        reference_time: Annotated[
+            str | None, Field(description="'Now' for relative dates, ISO 8601; default: the actual now.")
+        ] = None,
+        category: Annotated[str | None, Field(description="Only memories of this category.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only memories carrying all these tags.")] = None,
+        explain: Annotated[
+            bool, Field(description="Also return the pipeline trace (per-stage timings and counts).")
+        ] = False,
+    ) -> RecallResult:
+        """Find the memories most relevant to a question, best first. Use before answering about the
+        user, their projects or past work, and before asking the user something they may have told
+        you already."""
+        async with engine_for_call() as eng:
+            req = eng.recall_request(
+                query,
+                project=project,
+                limit=limit,
+                max_tokens=max_tokens,
+                budget=budget,
+                reference_time=reference_time,
+                category=category,
+                tags=tags,
+                explain=explain,
+            )
+            res = await eng.recall(req)
+        return RecallResult(
+            memories=[MemoryOut.of(m, s) for m, s in res.memories],
+            tokens_used=res.tokens_used,
+            trace=res.trace.as_dict() if explain else None,
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=False
+        )
+    )
+    async def forget(
+        id: Annotated[str, Field(description="The memory's id, as returned by remember or recall.")],
+    ) -> ForgetResult:
+        """Delete one memory for good. Use when the user asks you to forget something or a memory is
+        wrong beyond repair (prefer update for corrections)."""
+        async with engine_for_call() as eng:
+            m = await eng.forget(id)
+        return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Update", read_only_hint=False, destructive_hint=True, idempotent_hint=True
+        )
+    )
+    async def update(
+        id: Annotated[str, Field(description="The memory's id, as returned by remember or recall.")],
+        content: Annotated[str | None, Field(description="New text (re-embedded).")] = None,
+        category: Annotated[str | None, Field(description="New category.")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags (replace the old ones).")] = None,
+        pinned: Annotated[bool | None, Field(description="Pin or unpin.")] = None,
+        priority: Annotated[int | None, Field(description="1 (low) to 5 (critical).")] = None,
+        occurred_at: Annotated[str | None, Field(description="ISO 8601.")] = None,
+        expires_at: Annotated[str | None, Field(description="ISO 8601.")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="New metadata (replaces the old object).")
+        ] = None,
+    ) -> MemoryOut:
+        """Correct or refine a memory in place. Only the fields you pass change."""
+        async with engine_for_call() as eng:
+            m = await eng.update(
+                id,
+                {
+                    "content": content,
+                    "category": category,
+                    "tags": tags,
+                    "pinned": pinned,
+                    "priority": priority,
+                    "occurred_at": occurred_at,
+                    "expires_at": expires_at,
+                    "metadata": metadata,
+                },
+            )
+        return MemoryOut.of(m)
+
+    @server.resource(
+        "memlane://stats",
+        name="stats",
+        description="Memory counts per project, embedding model, schema version.",
+        mime_type="application/json",
+    )
+    async def stats() -> str:
+        try:
+            eng = await state.ready()
+            data = await eng.stats()
+        except (ToolError, MemlaneError) as e:
+            raise ResourceError(str(e)) from None
+        data["server_version"] = VERSION
+        return json.dumps(data, sort_keys=True)
+
+    return server, state

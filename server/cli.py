@@ -1,0 +1,111 @@
+"""The ``memlane`` command: serve, remember, recall, import, export, doctor, reembed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from memlane.pipeline.errors import ConfigError, MemlaneError
+
+from . import logs
+from .settings import Settings, load
+
+EXIT_USAGE, EXIT_ERROR = 2, 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memlane", description="Long-term memory for LLM agents, over MCP.")
+    p.add_argument("--config", metavar="PATH", help="TOML settings file (default: $MEMLANE_CONFIG)")
+    p.add_argument(
+        "--data-dir", metavar="DIR", help="where the embedded database lives (default: $MEMLANE_DATA_DIR)"
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    s.add_argument("--transport", choices=["stdio", "http", "sse"], help="default: server.transport (stdio)")
+    s.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="HTTP/SSE port (default 8765)")
+
+    s = sub.add_parser("remember", help="store one memory")
+    s.add_argument("content")
+    s.add_argument("--project")
+    s.add_argument("--category")
+    s.add_argument("--tag", action="append", dest="tags", help="repeatable")
+    s.add_argument("--pinned", action="store_true")
+    s.add_argument("--priority", type=int)
+    s.add_argument("--occurred-at")
+    s.add_argument("--expires-at")
+    s.add_argument("--metadata", help="a JSON object")
+
+    s = sub.add_parser("recall", help="search memories")
+    s.add_argument("query")
+    s.add_argument("--project")
+    s.add_argument("--limit", type=int)
+    s.add_argument("--max-tokens", type=int)
+    s.add_argument("--reference-time")
+    s.add_argument("--category")
+    s.add_argument("--tag", action="append", dest="tags")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--explain", action="store_true", help="show the pipeline trace")
+
+    s = sub.add_parser("import", help="bulk-import memories from JSONL (resumable: nothing is added twice)")
+    s.add_argument("file", help="JSONL, one memory object per line (the export format); '-' for stdin")
+    s.add_argument("--project", help="default project for lines without one")
+    s.add_argument("--batch-size", type=int, default=256)
+
+    s = sub.add_parser("export", help="write every memory as JSONL (round-trips through import)")
+    s.add_argument("--project")
+    s.add_argument("--output", "-o", help="file (default: stdout)")
+
+    sub.add_parser("doctor", help="check configuration, database, model and versions")
+    s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
+    s.add_argument("--batch-size", type=int, default=256)
+
+    from . import bench_cli
+
+    bench_cli.add_parser(sub)
+    return p
+
+
+def _settings(args) -> Settings:
+    overrides: dict[str, Any] = {}
+    if args.data_dir:
+        overrides["data_dir"] = Path(args.data_dir)
+    return load(args.config, **overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+    except ConfigError as e:
+        print(f"memlane: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    logs.setup(settings.server.log_level if args.command == "serve" else "WARNING")
+    try:
+        if args.command == "serve":
+            from .serve import serve
+
+            return serve(settings, transport=args.transport, host=args.host, port=args.port)
+        if args.command == "bench":
+            from . import bench_cli
+
+            return bench_cli.run(args, settings)
+        from . import commands
+
+        handler: Callable[..., Awaitable[int]] = getattr(commands, "cmd_" + args.command.replace("-", "_"))
+        return asyncio.run(commands.with_engine(settings, handler, args))
+    except MemlaneError as e:
+        print(f"memlane: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("memlane: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

