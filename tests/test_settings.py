@@ -1,0 +1,118 @@
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from memlane.pipeline.errors import ConfigError
+from memlane.server.settings import Settings, load
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+
+    for k in list(os.environ):
+        if k.startswith("MEMLANE_"):
+            monkeypatch.delenv(k)
+
+
+def _keys(model_cls, prefix=""):
+    from pydantic import BaseModel
+
+    out = set()
+    for name, field in model_cls.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out |= _keys(ann, f"{prefix}{name}.")
+        else:
+            out.add(prefix + name)
+    return out
+
+
+def test_example_config_loads_and_equals_the_defaults():
+    s = load(EXAMPLE)
+    assert s.model_dump() == Settings().model_dump()
+
+
+def test_example_config_documents_every_setting():
+    text = EXAMPLE.read_text()
+    documented = set()
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip().lstrip("#").strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1] + "."
+        elif "=" in stripped or stripped.startswith(("api_key", "url")):
+            key = stripped.split("=")[0].split(":")[0].strip()
+            documented.add(section + key)
+    # database.url is documented in prose as MEMLANE_DATABASE__URL
+    if "MEMLANE_DATABASE__URL" in text:
+        documented.add("database.url")
+    missing = _keys(Settings) - documented
+    assert not missing, f"config.example.toml does not document: {sorted(missing)}"
+
+
+def test_environment_overrides_the_file_and_nested_keys_merge(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[recall]\ndefault_limit = 5\nrrf_k = 30\n")
+    monkeypatch.setenv("MEMLANE_RECALL__DEFAULT_LIMIT", "7")
+    s = load(cfg)
+    assert s.recall.default_limit == 7
+    assert s.recall.rrf_k == 30
+
+
+def test_config_path_can_come_from_the_environment(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('default_project = "work"\n')
+    monkeypatch.setenv("MEMLANE_CONFIG", str(cfg))
+    assert load().default_project == "work"
+
+
+def test_unknown_key_in_file_is_an_error_naming_the_key(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[recall]\ndefault_limt = 5\n")
+    with pytest.raises(ConfigError, match=r"recall\.default_limt"):
+        load(cfg)
+
+
+def test_unknown_environment_variable_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("MEMLANE_RECAL__DEFAULT_LIMIT", "5")
+    with pytest.raises(ConfigError, match="MEMLANE_RECAL__DEFAULT_LIMIT"):
+        load()
+
+
+def test_bad_value_names_the_key(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[server]\nport = 70000\n")
+    with pytest.raises(ConfigError, match=r"server\.port"):
+        load(cfg)
+
+
+def test_secrets_in_the_file_are_refused(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[database]\nurl = "postgresql://u:hunter2@h/db"\n')
+    with pytest.raises(ConfigError, match="MEMLANE_DATABASE__URL") as e:
+        load(cfg)
+    assert "hunter2" not in str(e.value)
+
+
+def test_secret_from_environment_is_masked_but_reaches_the_engine(monkeypatch):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", "postgresql://u:hunter2@h/db")
+    s = load()
+    assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
+    assert s.engine().database.url.get_secret_value() == "postgresql://u:hunter2@h/db"
+
+
+def test_missing_and_malformed_files_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[recall\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(bad)
+
+
+def test_example_file_is_valid_toml():
+    assert "recall" in tomllib.loads(EXAMPLE.read_text())

