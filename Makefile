@@ -21,7 +21,7 @@ node_modules/.bin/mcp-inspector: package.json
 install: $(BIN)/memlane
 
 run: $(BIN)/memlane
-	$(BIN)/memlane serve
+	@$(BIN)/memlane serve
 
 test: $(BIN)/memlane node_modules/.bin/mcp-inspector
 	$(BIN)/python -m pytest -q

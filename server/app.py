@@ -146,9 +146,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             dict[str, Any] | None, Field(description="Any JSON object; stored and returned as given.")
         ] = None,
     ) -> RememberResult:
-        """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping
-        across conversations. Storing the exact same memory twice returns the existing id with
-        status 'duplicate'."""
+        """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
         async with engine_for_call() as eng:
             out = await eng.remember(
                 content=content,
@@ -184,9 +182,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             bool, Field(description="Also return the pipeline trace (per-stage timings and counts).")
         ] = False,
     ) -> RecallResult:
-        """Find the memories most relevant to a question, best first. Use before answering about the
-        user, their projects or past work, and before asking the user something they may have told
-        you already."""
+        """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
         async with engine_for_call() as eng:
             req = eng.recall_request(
                 query,
@@ -214,8 +210,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
     async def forget(
         id: Annotated[str, Field(description="The memory's id, as returned by remember or recall.")],
     ) -> ForgetResult:
-        """Delete one memory for good. Use when the user asks you to forget something or a memory is
-        wrong beyond repair (prefer update for corrections)."""
+        """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
         async with engine_for_call() as eng:
             m = await eng.forget(id)
         return ForgetResult(id=str(m.id), status="forgotten", content=m.content)

@@ -92,7 +92,7 @@ async def cmd_recall(engine: Engine, args) -> int:
     return 0
 
 
-def _read_jsonl(path: str, default_project: str | None) -> list[dict[str, Any]]:
+def _read_jsonl(path: str, default_project: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
     stream = sys.stdin if path == "-" else None
     try:
         text = stream.read() if stream else Path(path).read_text(encoding="utf-8")

@@ -27,7 +27,11 @@ def serve(
             else:
                 import uvicorn
 
-                app = server.streamable_http_app() if transport == "http" else server.sse_app(host=host)
+                app = (
+                    server.streamable_http_app(host=host)
+                    if transport == "http"
+                    else server.sse_app(host=host)
+                )
                 path = "/mcp" if transport == "http" else "/sse"
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
                 # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.
