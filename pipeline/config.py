@@ -60,6 +60,12 @@ class RecallConfig(Section):
     candidates_per_arm: int = Field(
         default=50, ge=1, le=1000, description="How many hits each retrieval arm returns."
     )
+    fusion: Literal["score", "rrf"] = Field(
+        default="score",
+        description="score: keyword_weight * BM25/max BM25 + vector_weight * cosine; rrf: reciprocal rank fusion.",
+    )
+    vector_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    keyword_weight: float = Field(default=1.0, ge=0.0, le=100.0)
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009 use 60)."
     )
@@ -67,8 +73,8 @@ class RecallConfig(Section):
         default=0.1,
         ge=-1.0,
         le=1.0,
-        description="Relevance floor: a candidate found only by the vector arm with a cosine similarity under "
-        "this is dropped. Keyword matches are kept.",
+        description="Relevance floor: a candidate that shares no word with the query and whose cosine "
+        "similarity is under this is dropped.",
     )
 
     @field_validator("max_limit")

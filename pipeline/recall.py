@@ -5,10 +5,10 @@
 | 1 | intent analysis | intent.py | skipped (needs an LLM) |
 | 2 | query synthesis | synthesize.py | skipped: the question is the only query |
 | 3 | HyDE | hyde.py | skipped: the question's embedding is used |
-| 4 | retrieval | retrieve.py | vector + keyword arms |
-| 5 | reciprocal rank fusion | fuse.py | RRF, k = recall.rrf_k |
+| 4 | retrieval | retrieve.py | vector (cosine) + keyword (BM25) arms |
+| 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
 | 6 | rerank | rerank.py | skipped: fused order kept |
-| 7 | relevance threshold | threshold.py | vector-only hits under recall.min_similarity dropped |
+| 7 | relevance threshold | threshold.py | no shared word and cosine under recall.min_similarity: dropped |
 | 8 | scoring adjustments | adjust.py | pass-through for now |
 | 9 | token-budgeted assembly | assemble.py | best memories within max_tokens and limit |
 """
@@ -45,14 +45,16 @@ async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve
     with _stage(trace, "hyde", st.count_out) as st:
         query, st.status = hyde.hypothesise(query, llm)
     with _stage(trace, "retrieval", 1 + len(query.variants)) as st:
-        lists = await retrieve.retrieve(
+        found = await retrieve.retrieve(
             engine.store, engine.embedder, query, req, k=cfg.candidates_per_arm, arms=arms
         )
-        st.count_out = sum(len(v) for v in lists.values())
-        st.detail = {"arms": {name: len(hits) for name, hits in lists.items()}}
+        st.count_out = len(found.scores)
+        st.detail = {"arms": {name: len(hits) for name, hits in found.lists.items()}}
     with _stage(trace, "fusion", st.count_out) as st:
-        candidates = fuse.reciprocal_rank_fusion(lists, k=cfg.rrf_k)
+        weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
+        candidates = fuse.fuse(found, method=cfg.fusion, rrf_k=cfg.rrf_k, weights=weights)
         st.count_out = len(candidates)
+        st.detail = {"method": cfg.fusion}
     with _stage(trace, "rerank", len(candidates)) as st:
         candidates, st.status = rerank.rerank(req.query, candidates, llm)
     with _stage(trace, "threshold", len(candidates)) as st:

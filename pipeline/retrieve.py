@@ -1,28 +1,53 @@
-"""Stage 4, retrieval: the vector (pgvector cosine) and keyword (PostgreSQL full text, OR-ed
-lexemes) arms, for the question and every synthesised variant. Graph and temporal arms come later.
+"""Stage 4, retrieval: the vector (pgvector cosine, HNSW) and keyword (BM25 over PostgreSQL full-text
+lexemes, OR semantics) arms, for the question and every synthesised variant. Graph and temporal
+arms come later.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 from .records import Memory, Query, RecallRequest
 
 ARMS = ("vector", "keyword")
 
 
+@dataclass(slots=True)
+class Retrieved:
+    """Ranked lists per arm and query variant (``vector``, ``keyword``, ``vector:1``...), plus every
+    candidate's exact score on each active arm (the best over the query variants)."""
+
+    lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
+    memories: dict[str, Memory] = field(default_factory=dict)
+    arms: tuple[str, ...] = ARMS
+
+    def add(self, suffix: str, hits) -> None:
+        for arm in self.arms:
+            ranked = sorted(
+                (h for h in hits if arm in h.found_by), key=lambda h: (-h.scores[arm], str(h.memory.id))
+            )
+            if ranked:
+                self.lists[arm + suffix] = [(h.memory, h.scores[arm]) for h in ranked]
+        for h in hits:
+            key = str(h.memory.id)
+            self.memories[key] = h.memory
+            best = self.scores.setdefault(key, {})
+            for arm in self.arms:
+                if arm in h.scores:
+                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+
+
 async def retrieve(
     store, embedder, query: Query, req: RecallRequest, *, k: int, arms: tuple[str, ...] = ARMS
-) -> dict[str, list[tuple[Memory, float]]]:
-    """Returns one ranked list per (arm, query variant), named ``arm`` for the question itself and
-    ``arm:N`` for variant N; RRF fuses them all."""
+) -> Retrieved:
     texts = [query.text, *query.variants]
     embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
     vectors = await asyncio.to_thread(embedder.embed_batch, embed_texts) if "vector" in arms else []
-    lists: dict[str, list[tuple[Memory, float]]] = {}
+    out = Retrieved(arms=arms)
     for i, text in enumerate(texts):
-        suffix = "" if i == 0 else f":{i}"
-        found = await store.search(
+        hits = await store.search(
             project=req.project,
             query=text,
             embedding=vectors[i] if vectors else None,
@@ -31,10 +56,9 @@ async def retrieve(
             tags=req.tags,
             arms=arms,
         )
-        for arm, hits in found.items():
-            lists[arm + suffix] = hits
+        out.add("" if i == 0 else f":{i}", hits)
     if query.hypothetical and vectors:
-        found = await store.search(
+        hits = await store.search(
             project=req.project,
             query="",
             embedding=vectors[-1],
@@ -43,5 +67,5 @@ async def retrieve(
             tags=req.tags,
             arms=("vector",),
         )
-        lists["vector:hyde"] = found.get("vector", [])
-    return lists
+        out.add(":hyde", hits)
+    return out

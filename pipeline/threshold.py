@@ -6,11 +6,11 @@ from .records import Candidate
 
 
 def apply_floor(candidates: list[Candidate], min_similarity: float) -> list[Candidate]:
-    """Keep keyword matches (they share a word with the query); drop candidates that only the vector
-    arm found and whose cosine similarity is under ``min_similarity``."""
+    """Keep every candidate that shares a word with the query (BM25 > 0); drop the others when their
+    cosine similarity is under ``min_similarity``."""
     kept = []
     for c in candidates:
-        if "keyword" in c.ranks:
+        if c.arm_scores.get("keyword", 0.0) > 0:
             kept.append(c)
             continue
         sim = c.arm_scores.get("vector")

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,9 +31,10 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="session")
-def pg_root(tmp_path_factory) -> str:
-    """DSN of the session's embedded server (its maintenance database)."""
-    return start_embedded(tmp_path_factory.mktemp("pg-session"))
+def pg_root() -> str:
+    """DSN of the session's embedded server (its maintenance database). Not under pytest's tmp dir:
+    that is private to root, and the server runs as another user when the tests run as root."""
+    return start_embedded(Path(tempfile.mkdtemp(prefix="memlane-test-pg-")))
 
 
 def _with_db(dsn: str, name: str) -> str:

@@ -14,14 +14,27 @@ from memlane.pipeline.tokens import count_tokens
 def mem(content: str) -> Memory:
     now = datetime.now(UTC)
     return Memory(
-        id=uuid4(), project="p", content=content, category=None, tags=(), metadata={}, pinned=False,
-        priority=3, occurred_at=None, created_at=now, updated_at=now, expires_at=None, source=None,
+        id=uuid4(),
+        project="p",
+        content=content,
+        category=None,
+        tags=(),
+        metadata={},
+        pinned=False,
+        priority=3,
+        occurred_at=None,
+        created_at=now,
+        updated_at=now,
+        expires_at=None,
+        source=None,
     )
 
 
 def test_rrf_rewards_agreement_between_arms():
     a, b, c = mem("a"), mem("b"), mem("c")
-    fused = fuse.reciprocal_rank_fusion({"vector": [(a, 0.9), (b, 0.8)], "keyword": [(b, 2.0), (c, 1.0)]}, k=60)
+    fused = fuse.reciprocal_rank_fusion(
+        {"vector": [(a, 0.9), (b, 0.8)], "keyword": [(b, 2.0), (c, 1.0)]}, k=60
+    )
     assert [x.memory.content for x in fused] == ["b", "a", "c"]
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
     assert fused[0].ranks == {"vector": 2, "keyword": 1}
@@ -115,4 +128,6 @@ def test_metadata_must_be_a_json_object_within_the_size_limit():
 def test_the_same_words_at_another_time_are_another_memory():
     t1, t2 = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 2, tzinfo=UTC)
     assert validate.content_hash("bye", t1) != validate.content_hash("bye", t2)
-    assert validate.content_hash("bye", t1) == validate.content_hash("bye", t1.astimezone(timezone(timedelta(hours=5))))
+    assert validate.content_hash("bye", t1) == validate.content_hash(
+        "bye", t1.astimezone(timezone(timedelta(hours=5)))
+    )

@@ -24,7 +24,9 @@ async def contents(engine, query, **kw):
 async def test_schema_is_recorded_with_every_migration(engine, database_url):
     with psycopg.connect(database_url) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM memlane_migrations ORDER BY version")]
-        indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        indexes = {
+            r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")
+        }
         dim = conn.execute(
             "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
         ).fetchone()[0]
@@ -52,7 +54,9 @@ async def test_expired_memories_are_not_recalled(engine):
 async def test_category_and_tag_filters_narrow_recall(engine):
     await engine.remember(content="Use black for Python formatting", category="preference", tags=["python"])
     await engine.remember(content="Python 3.12 was adopted in March", category="decision", tags=["python"])
-    await engine.remember(content="Use prettier for TypeScript formatting", category="preference", tags=["ts"])
+    await engine.remember(
+        content="Use prettier for TypeScript formatting", category="preference", tags=["ts"]
+    )
     assert await contents(engine, "formatting", category="preference", tags=["python"]) == [
         "Use black for Python formatting"
     ]
@@ -107,7 +111,9 @@ def other_model_config(database_url, tmp_path) -> EngineConfig:
     )
 
 
-async def test_another_model_against_a_populated_store_is_refused_with_the_way_out(engine, database_url, tmp_path):
+async def test_another_model_against_a_populated_store_is_refused_with_the_way_out(
+    engine, database_url, tmp_path
+):
     await engine.remember(content="Something embedded with the default model")
     other = Engine(other_model_config(database_url, tmp_path))
     with pytest.raises(ModelMismatch, match=r"memlane reembed"):

@@ -25,13 +25,32 @@ MEMORY_COLUMNS = (
     "updated_at, expires_at, source, access_count, last_accessed_at"
 )
 
-# Natural questions rarely have all their words in one memory, so the keyword arm ORs the query's
-# lexemes: on the LoCoMo development set, OR + ts_rank reaches R@5 0.524 where plainto_tsquery
-# (AND) reaches 0.095 (shared/docs/EVAL.md). Lexemes are quoted so none is read as an operator.
-OR_TSQUERY = (
-    "(SELECT coalesce(string_agg('''' || replace(replace(lx, '\\', ''), '''', '''''') || '''', ' | '), '')"
-    " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx)::tsquery"
-)
+# The query as BM25 needs it: its distinct lexemes, their idf in the project, the project's
+# average memory length, and a tsquery that ORs the lexemes. Natural questions rarely have all
+# their words in one memory, so AND semantics (plainto_tsquery) finds almost nothing: R@5 0.095
+# against 0.524 for OR on the LoCoMo development set (shared/docs/EVAL.md). Lexemes are quoted
+# (backslashes dropped, quotes doubled) so none is read as a tsquery operator.
+QUERY_CTES = r"""
+qlex AS (
+    SELECT DISTINCT lx FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx
+),
+ps AS (
+    SELECT coalesce(max(p.docs), 0) AS docs,
+           coalesce(max(p.lexemes::float8 / nullif(p.docs, 0)), 1.0) AS avgdl
+      FROM memlane_projects p WHERE p.project = %(project)s
+),
+qidf AS (
+    SELECT array_agg(qlex.lx ORDER BY qlex.lx) AS lexemes,
+           array_agg(ln(1 + (ps.docs - coalesce(l.df, 0) + 0.5) / (coalesce(l.df, 0) + 0.5))
+                     ORDER BY qlex.lx) AS idfs,
+           coalesce(string_agg('''' || replace(replace(qlex.lx, '\', ''), '''', '''''') || '''', ' | '),
+                    '')::tsquery AS tq,
+           coalesce(max(ps.avgdl), 1.0) AS avgdl
+      FROM qlex CROSS JOIN ps
+      LEFT JOIN memlane_lexemes l ON l.project = %(project)s AND l.lexeme = qlex.lx
+)"""
+
+BM25 = "memlane_bm25(m.tsv, qidf.lexemes, qidf.idfs, qidf.avgdl)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,16 @@ class StoredRow:
     occurred_at: datetime | None
     expires_at: datetime | None
     source: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved memory, its score on every arm (cosine similarity, BM25) and the arms whose top k
+    it was in."""
+
+    memory: Memory
+    scores: dict[str, float]
+    found_by: tuple[str, ...]
 
 
 def row_to_memory(r: dict[str, Any]) -> Memory:
@@ -194,40 +223,67 @@ class Store:
     # -- writes ---------------------------------------------------------------------------------
 
     async def insert(self, rows: list[StoredRow]) -> list[tuple[UUID, bool]]:
-        """Insert in one transaction; returns (id, created) per row. An identical memory (same project,
-        content and occurred_at) is not stored twice: its existing id comes back with created=False."""
-        out: list[tuple[UUID, bool]] = []
-        async with self._pool().connection() as conn, conn.transaction():
-            for r in rows:
-                cur = await conn.execute(
-                    "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
-                    " pinned, priority, occurred_at, expires_at, source)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id",
+        """Insert a batch in one statement; returns (id, created) per row, in order. An identical
+        memory (same project, content and occurred_at) is not stored twice: its existing id comes
+        back with created=False. One statement per batch also keeps the BM25 statistics triggers
+        deadlock-free (see migration 0002)."""
+        if not rows:
+            return []
+        cols = list(
+            zip(
+                *(
                     (
                         r.project,
                         r.content,
                         r.content_hash,
                         np.asarray(r.embedding, dtype=np.float32),
                         r.category,
-                        list(r.tags),
+                        Jsonb(list(r.tags)),
                         Jsonb(r.metadata),
                         r.pinned,
                         r.priority,
                         r.occurred_at,
                         r.expires_at,
                         r.source,
-                    ),
-                )
-                row = await cur.fetchone()
-                if row:
-                    out.append((row[0], True))
-                    continue
+                    )
+                    for r in rows
+                ),
+                strict=True,
+            )
+        )
+        sql = (
+            "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
+            " pinned, priority, occurred_at, expires_at, source)"
+            " SELECT r.project, r.content, r.content_hash, r.embedding, r.category,"
+            " ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.metadata, r.pinned, r.priority,"
+            " r.occurred_at, r.expires_at, r.source"
+            " FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[], %s::text[], %s::jsonb[], %s::jsonb[],"
+            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[]) WITH ORDINALITY"
+            " AS r(project, content, content_hash, embedding, category, tags, metadata, pinned, priority,"
+            " occurred_at, expires_at, source, ord)"
+            " ORDER BY r.ord"
+            " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
+        )
+        async with self._pool().connection() as conn, conn.transaction():
+            cur = await conn.execute(sql, [list(c) for c in cols])
+            created = {(p, h): i for i, p, h in await cur.fetchall()}
+            keys = {(r.project, r.content_hash) for r in rows} - created.keys()
+            existing: dict[tuple[str, str], UUID] = {}
+            if keys:
                 cur = await conn.execute(
-                    "SELECT id FROM memories WHERE project = %s AND content_hash = %s",
-                    (r.project, r.content_hash),
+                    "SELECT id, project, content_hash FROM memories"
+                    " WHERE (project, content_hash) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                    ([k[0] for k in keys], [k[1] for k in keys]),
                 )
-                out.append(((await cur.fetchone())[0], False))
+                existing = {(p, h): i for i, p, h in await cur.fetchall()}
+        out: list[tuple[UUID, bool]] = []
+        for r in rows:
+            key = (r.project, r.content_hash)
+            if key in created:
+                out.append((created.pop(key), True))
+                existing[key] = out[-1][0]  # a repeat later in the same batch is a duplicate
+            else:
+                out.append((existing[key], False))
         return out
 
     async def update(self, memory_id: UUID, fields: dict[str, Any]) -> Memory:
@@ -300,9 +356,10 @@ class Store:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         arms: tuple[str, ...] = ("vector", "keyword"),
-    ) -> dict[str, list[tuple[Memory, float]]]:
-        """Run the vector and keyword arms in one statement. Returns arm -> [(memory, score)] best first:
-        cosine similarity for the vector arm, ts_rank for the keyword arm."""
+    ) -> list[Hit]:
+        """Run the vector arm (top k by cosine) and the keyword arm (top k by BM25) in one statement,
+        then score every candidate of either arm on both: exact scores for the union let fusion
+        weigh a memory that the other arm ranked just outside its top k."""
         filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
         params: dict[str, Any] = {"project": project, "q": query, "k": k}
         if category is not None:
@@ -312,34 +369,44 @@ class Store:
             filters.append("m.tags @> %(tags)s")
             params["tags"] = list(tags)
         where = " AND ".join(filters)
-        parts = []
-        if "vector" in arms and embedding is not None:
+        ctes, arm_ids = [QUERY_CTES], []
+        use_vector = "vector" in arms and embedding is not None
+        use_keyword = "keyword" in arms
+        if use_vector:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
-            parts.append(
-                "(SELECT 'vector' AS arm, m.id, 1 - (m.embedding <=> %(emb)s) AS score FROM memories m"
+            ctes.append(
+                "vec AS (SELECT m.id FROM memories m"
                 f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(emb)s LIMIT %(k)s)"
             )
-        if "keyword" in arms:
-            parts.append(
-                f"(SELECT 'keyword' AS arm, m.id, ts_rank(m.tsv, q.tq) AS score"
-                f" FROM memories m, (SELECT {OR_TSQUERY} AS tq) q"
-                f" WHERE {where} AND m.tsv @@ q.tq ORDER BY score DESC, m.id LIMIT %(k)s)"
+            arm_ids.append("SELECT id FROM vec")
+        if use_keyword:
+            ctes.append(
+                f"kw AS (SELECT m.id FROM memories m, qidf WHERE {where} AND m.tsv @@ qidf.tq"
+                f" ORDER BY {BM25} DESC, m.id LIMIT %(k)s)"
             )
-        if not parts:
-            return {}
+            arm_ids.append("SELECT id FROM kw")
+        if not arm_ids:
+            return []
+        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        vector_score = "1 - (m.embedding <=> %(emb)s)" if use_vector else "NULL::float8"
+        in_vector = "m.id IN (SELECT id FROM vec)" if use_vector else "false"
+        in_keyword = "m.id IN (SELECT id FROM kw)" if use_keyword else "false"
         sql = (
-            f"SELECT h.arm, h.score, {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}"
-            f" FROM ({' UNION ALL '.join(parts)}) h JOIN memories m ON m.id = h.id"
+            f"WITH {', '.join(ctes)} SELECT {cols}, {BM25} AS keyword_score, {vector_score} AS vector_score,"
+            f" {in_vector} AS in_vector, {in_keyword} AS in_keyword"
+            f" FROM ({' UNION '.join(arm_ids)}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
         )
-        out: dict[str, list[tuple[Memory, float]]] = {a: [] for a in arms}
         async with self._pool().connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             rows = await cur.fetchall()
+        hits = []
         for r in rows:
-            out.setdefault(r["arm"], []).append((row_to_memory(r), float(r["score"])))
-        for arm in out:
-            out[arm].sort(key=lambda ms: (-ms[1], str(ms[0].id)))
-        return out
+            scores = {"keyword": float(r["keyword_score"])}
+            if r["vector_score"] is not None:
+                scores["vector"] = float(r["vector_score"])
+            found = tuple(a for a in ("vector", "keyword") if r[f"in_{a}"])
+            hits.append(Hit(memory=row_to_memory(r), scores=scores, found_by=found))
+        return hits
 
     async def iter_memories(
         self, project: str | None = None, batch: int = 500, missing_embedding: bool = False
