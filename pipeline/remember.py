@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import validate as v
@@ -72,18 +72,9 @@ async def store_drafts(store, embedder, drafts: list[Draft]) -> list[tuple[Any, 
     vectors = await asyncio.to_thread(embedder.embed_batch, [d.content for d in drafts])
     rows = [
         StoredRow(
-            project=d.project,
-            content=d.content,
+            **{f.name: getattr(d, f.name) for f in fields(d)},
             content_hash=v.content_hash(d.content, d.occurred_at),
             embedding=vec,
-            category=d.category,
-            tags=d.tags,
-            metadata=d.metadata,
-            pinned=d.pinned,
-            priority=d.priority,
-            occurred_at=d.occurred_at,
-            expires_at=d.expires_at,
-            source=d.source,
         )
         for d, vec in zip(drafts, vectors, strict=True)
     ]
