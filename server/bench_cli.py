@@ -1,11 +1,172 @@
-"""``memlane bench``: placeholder until the benchmark issue lands."""
+"""``memlane bench``: LoCoMo retrieval quality, latency/throughput, MCP start-up, or all of them.
+
+Each benchmark prints its Markdown tables on stdout, progress on stderr, and writes the JSON
+report (the stable, documented layout), a Markdown file and a PNG chart when asked. Nothing here
+is a pass/fail test: the latency targets are reported, never asserted.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SIZES = "1000,10000,100000"
+ALL_SIZES = "1000,10000"
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = sorted({int(s.replace("_", "")) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--memories wants sizes like 1000,10000; got {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError("--memories wants positive sizes, e.g. 1000,10000")
+    return sizes
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    """Also accepted after the subcommand; SUPPRESS keeps the top-level value when not given here."""
+    p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="TOML settings file")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="use this data directory instead of a temporary database (the run's projects are deleted)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _common(p: argparse.ArgumentParser, plot: bool = True) -> None:
+    p.add_argument("--json", metavar="OUT", help="write the JSON report here")
+    p.add_argument("--markdown", metavar="OUT", help="write the Markdown tables here")
+    if plot:
+        p.add_argument("--plot", metavar="OUT.png", help="write a PNG chart here")
+    _store_args(p)
+
 
 def add_parser(sub) -> None:
-    sub.add_parser("bench", help="benchmarks (see README)")
+    b = sub.add_parser("bench", help="benchmarks: LoCoMo retrieval, latency, MCP start-up (see README)")
+    bs = b.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+
+    p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
+    p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
+    p.add_argument("--ablate", action="store_true", help="also run each arm alone and in combinations")
+    _common(p)
+
+    p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
+    p.add_argument("--memories", type=_sizes, default=_sizes(DEFAULT_SIZES), help=f"default {DEFAULT_SIZES}")
+    p.add_argument("--queries", type=int, default=100, help="recall queries per size (default 100)")
+    p.add_argument("--seed", type=int, default=7)
+    _common(p)
+
+    p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
+    p.add_argument("--runs", type=int, default=5, help="spawns to time (default 5)")
+    p.add_argument("--calls", type=int, default=20, help="remember and recall calls to time (default 20)")
+    _common(p, plot=False)
+
+    p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
+    p.add_argument("--output", metavar="DIR", default="bench/results")
+    p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
+    p.add_argument("--memories", type=_sizes, default=_sizes(ALL_SIZES), help=f"default {ALL_SIZES}")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--seed", type=int, default=7)
+    _store_args(p)
+
+
+def _write(report: dict[str, Any], markdown: str, args, plot_fn=None) -> None:
+    print(markdown)
+    if getattr(args, "json", None):
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if getattr(args, "markdown", None):
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
+    if plot_fn is not None and getattr(args, "plot", None):
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot_fn(report, args.plot)
+
+
+def _locomo(args, settings) -> int:
+    from .bench import locomo, report
+
+    data = Path(args.data)
+    if not data.exists():
+        print(f"memlane bench: {data} does not exist (see README: getting LoCoMo)", file=sys.stderr)
+        return 2
+    result = asyncio.run(locomo.run(settings, data, ablate=args.ablate, show_progress=not args.quiet))
+    _write(result, report.locomo_markdown(result), args, report.locomo_plot)
+    return 0
+
+
+def _latency(args, settings) -> int:
+    from .bench import latency, report
+
+    result = asyncio.run(
+        latency.run(
+            settings, args.memories, queries=args.queries, seed=args.seed, show_progress=not args.quiet
+        )
+    )
+    _write(result, report.latency_markdown(result), args, report.latency_plot)
+    return 0
+
+
+def _mcp(args, settings) -> int:
+    from .bench import mcpbench, report
+
+    result = asyncio.run(
+        mcpbench.run(settings, runs=args.runs, calls=args.calls, config_path=getattr(args, "config", None))
+    )
+    _write(result, report.mcp_markdown(result), args)
+    return 0
+
+
+def _default_locomo() -> Path | None:
+    """../shared/locomo next to the checkout (or the working directory), when it is there."""
+    here = Path(__file__).resolve().parents[1]
+    for base in (Path.cwd(), here):
+        candidate = base / ".." / "shared" / "locomo"
+        if candidate.is_dir() and any(candidate.glob("*.json")):
+            return candidate.resolve()
+    return None
+
+
+def _all(args, settings) -> int:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    data = Path(args.locomo) if args.locomo else _default_locomo()
+    if data is None or not data.exists():
+        print(
+            "memlane bench all: no LoCoMo data (../shared/locomo or --locomo); skipping locomo",
+            file=sys.stderr,
+        )
+    else:
+        ns = argparse.Namespace(
+            data=str(data),
+            ablate=True,
+            quiet=args.quiet,
+            json=str(out / "locomo.json"),
+            markdown=str(out / "locomo.md"),
+            plot=str(out / "locomo.png"),
+        )
+        _locomo(ns, settings)
+    ns = argparse.Namespace(
+        memories=args.memories,
+        queries=args.queries,
+        seed=args.seed,
+        quiet=args.quiet,
+        json=str(out / "latency.json"),
+        markdown=str(out / "latency.md"),
+        plot=str(out / "latency.png"),
+    )
+    _latency(ns, settings)
+    print(f"results in {out}/", file=sys.stderr)
+    return 0
 
 
 def run(args, settings) -> int:
-    raise SystemExit("memlane bench: not available yet")
+    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "all": _all}
+    return handlers[args.bench](args, settings)

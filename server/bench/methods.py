@@ -1,0 +1,110 @@
+"""Retrieval methods for the ablation: each arm alone, combinations, and the full pipeline.
+
+The list is derived from what the pipeline offers, so a new arm (graph, temporal) or a new switch
+(scoring adjustments on/off) appears in the ablation table without touching the benchmark:
+
+- every arm of ``retrieve.ARMS`` alone;
+- with three or more arms, every "all but one" combination (what each arm adds to the others);
+- ``fused``: every arm, fused (the default pipeline);
+- for each switch in ``SWITCHES`` that ``Engine.recall`` accepts, ``fused`` with the switch off;
+- for each entry of ``CONFIG_VARIANTS`` that the recall config accepts and that differs from the
+  configured value, ``fused`` with that recall setting (e.g. RRF instead of score fusion).
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from memlane.pipeline import retrieve
+from memlane.pipeline.config import RecallConfig
+
+# Engine.recall keyword -> method-name suffix. A switch is used only once Engine.recall accepts it,
+# e.g. ``Engine.recall(req, adjustments=False)`` when scoring adjustments land.
+SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
+# Method-name suffix -> recall config overrides; skipped when a field does not exist (any more).
+CONFIG_VARIANTS = {
+    "rrf": {"fusion": "rrf"},
+    "no-threshold": {"min_similarity": -1.0},
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    arms: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)  # Engine.recall keywords
+    recall_config: dict[str, Any] = field(default_factory=dict)  # RecallConfig overrides
+
+    def recall_kwargs(self) -> dict[str, Any]:
+        return {"arms": self.arms, **self.options}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "arms": list(self.arms),
+            "options": dict(self.options),
+            "recall_config": dict(self.recall_config),
+        }
+
+
+def default_method(arms: tuple[str, ...] = retrieve.ARMS) -> Method:
+    """The pipeline as a user gets it: every arm, every stage at its default."""
+    return Method("fused", tuple(arms))
+
+
+def ablation_methods(engine=None, arms: tuple[str, ...] = retrieve.ARMS) -> list[Method]:
+    """Single arms, leave-one-out combinations (3+ arms), the full fusion, switched-off stages and
+    other recall settings."""
+    out = [Method(a, (a,)) for a in arms]
+    if len(arms) > 2:
+        out += [Method(f"fused-no-{a}", tuple(x for x in arms if x != a)) for a in arms]
+    full = default_method(arms)
+    out.append(full)
+    accepted = _recall_keywords(engine)
+    for option, suffix in SWITCHES.items():
+        if option in accepted:
+            out.append(Method(f"fused-{suffix}", full.arms, options={option: False}))
+    config = getattr(engine, "config", None)
+    current = config.recall if config is not None else RecallConfig()
+    for suffix, overrides in CONFIG_VARIANTS.items():
+        if _valid_change(current, overrides):
+            out.append(Method(f"fused-{suffix}", full.arms, recall_config=overrides))
+    return out
+
+
+def _valid_change(current: RecallConfig, overrides: dict[str, Any]) -> bool:
+    if any(k not in RecallConfig.model_fields or getattr(current, k) == v for k, v in overrides.items()):
+        return False
+    try:
+        RecallConfig.model_validate({**current.model_dump(), **overrides})
+    except ValidationError:
+        return False
+    return True
+
+
+@contextmanager
+def recall_settings(engine, overrides: dict[str, Any]):
+    """Run with other recall settings, then restore them (the bench recalls one at a time)."""
+    if not overrides:
+        yield
+        return
+    old = engine.config
+    recall = RecallConfig.model_validate({**old.recall.model_dump(), **overrides})
+    engine.config = old.model_copy(update={"recall": recall})
+    try:
+        yield
+    finally:
+        engine.config = old
+
+
+def _recall_keywords(engine) -> set[str]:
+    if engine is None:
+        return set()
+    try:
+        return set(inspect.signature(engine.recall).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return set()

@@ -1,0 +1,243 @@
+"""Markdown tables and PNG charts from the benchmark reports (the JSON is the source of truth;
+these only render it, so a stored JSON can be re-rendered later)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+K_LABELS = ("1", "5", "10", "20")
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _context_line(report: dict[str, Any]) -> str:
+    cfg, ver = report["config"], report["versions"]
+    parts = [f"Mode {cfg['mode']}", f"embedding {cfg['embedding_model']}"]
+    if ver.get("postgresql"):
+        parts.append(f"PostgreSQL {ver['postgresql']} + pgvector {ver.get('pgvector_extension')}")
+    parts.append(f"memlane {ver.get('memlane')} ({ver.get('git')})")
+    parts.append(f"{ver.get('cpus')} CPUs")
+    return ", ".join(parts) + "."
+
+
+# -- LoCoMo ------------------------------------------------------------------------------------
+
+
+def _method_row(name: str, block: dict, latency: dict | None) -> list[Any]:
+    lat = latency or {}
+    return [
+        name,
+        *(block["all"][k] for k in K_LABELS),
+        block["cat1_4"]["5"],
+        block["cat1_4"]["10"],
+        lat.get("p50"),
+        lat.get("p95"),
+    ]
+
+
+def _methods(r: dict[str, Any]) -> list[tuple[str, dict, dict | None]]:
+    """(label, recall block, latency) per method; the default run is listed once, under the
+    ablation method that shares it when there is one."""
+    described = r.get("ablation_methods", {})
+    shared = [n for n, d in described.items() if d.get("shares_default_run")]
+    out = [] if shared else [("default", r["recall"], r["latency_ms"])]
+    for name, block in r.get("ablation", {}).items():
+        label = f"{name} (default)" if name in shared else name
+        out.append((label, block, r.get("ablation_latency_ms", {}).get(name)))
+    return out
+
+
+def locomo_markdown(r: dict[str, Any]) -> str:
+    lines = [
+        f"## LoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions",
+        "",
+        _context_line(r),
+        "",
+    ]
+    header = ["method", "R@1", "R@5", "R@10", "R@20", "R@5 cat1-4", "R@10 cat1-4", "p50 ms", "p95 ms"]
+    rows = [_method_row(name, block, lat) for name, block, lat in _methods(r)]
+    lines += _table(header, rows) + ["", "### By category (default)", ""]
+    counts = r.get("questions_by_category", {})
+    cat_rows = [[c, counts.get(c), *(b[k] for k in K_LABELS)] for c, b in r["recall"]["by_category"].items()]
+    cat_rows.append(
+        [
+            "1-4",
+            sum(n for c, n in counts.items() if c in "1234"),
+            *(r["recall"]["cat1_4"][k] for k in K_LABELS),
+        ]
+    )
+    cat_rows.append(["all", r["questions"], *(r["recall"]["all"][k] for k in K_LABELS)])
+    lines += _table(["category", "questions", "R@1", "R@5", "R@10", "R@20"], cat_rows)
+    lines += ["", "### Recall latency per stage (default, ms)", ""]
+    stage_rows = [[s, v["p50"], v["p95"]] for s, v in r["latency_ms"]["stages"].items()]
+    stage_rows.append(["**total (wall)**", r["latency_ms"]["p50"], r["latency_ms"]["p95"]])
+    lines += _table(["stage", "p50", "p95"], stage_rows)
+    rem = r["remember"]
+    ev = r["evidence"]
+    lines += [
+        "",
+        f"Remember: {rem['turns']} turns -> {rem['memories']} memories in {rem['seconds']} s "
+        f"({rem['per_second']} turns/s, batches of {r['config'].get('remember_batch')}).",
+        f"Evidence repairs: {ev['split']} split, {ev['normalised']} normalised, {ev['dropped_malformed']} "
+        f"malformed tokens dropped, {ev['unknown_kept']} unknown ids kept in the denominator, "
+        f"{ev['questions_skipped']} questions skipped.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def locomo_plot(r: dict[str, Any], out: str | Path) -> None:
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    ks = [int(k) for k in K_LABELS]
+    for name, block, _ in _methods(r):
+        ax1.plot(ks, [block["all"][k] for k in K_LABELS], marker="o", label=name)
+    ax1.set(
+        xlabel="k",
+        ylabel="recall@k (all questions)",
+        xticks=ks,
+        ylim=(0, 1),
+        title=f"LoCoMo recall@k ({r['questions']} questions)",
+    )
+    ax1.grid(alpha=0.3)
+    ax1.legend()
+    _stage_bars(ax2, r["latency_ms"]["stages"], "recall latency per stage (default)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _stage_bars(ax, stages: dict[str, dict[str, float]], title: str) -> None:
+    names = list(stages)
+    y = range(len(names))
+    ax.barh([i + 0.2 for i in y], [stages[n]["p50"] for n in names], height=0.4, label="p50")
+    ax.barh([i - 0.2 for i in y], [stages[n]["p95"] for n in names], height=0.4, label="p95")
+    ax.set_yticks(list(y), names)
+    ax.invert_yaxis()
+    ax.set(xlabel="ms", title=title)
+    ax.legend()
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# -- latency -----------------------------------------------------------------------------------
+
+
+def latency_markdown(r: dict[str, Any]) -> str:
+    lines = [
+        f"## Latency and throughput: synthetic corpus ({r['corpus']['projects']} projects, seed {r['corpus']['seed']})",
+        "",
+        _context_line(r),
+        "",
+    ]
+    header = [
+        "memories",
+        "remember/s",
+        "raw embed/s",
+        "ratio",
+        "recall p50",
+        "recall p95",
+        "floor p50",
+        "recall/floor",
+    ]
+    rows = [
+        [
+            s["memories"],
+            s["remember"]["per_second"],
+            s["embedding"]["per_second"],
+            s["remember_vs_embedding"],
+            s["recall"]["p50"],
+            s["recall"]["p95"],
+            s["floor"]["p50"],
+            s["recall_vs_floor"],
+        ]
+        for s in r["sizes"]
+    ]
+    lines += _table(header, rows) + ["", "### Recall p50 per stage (ms)", ""]
+    sizes = [str(s["memories"]) for s in r["sizes"]]
+    stages = list(r["sizes"][0]["recall"]["stages"]) if r["sizes"] else []
+    stage_rows = [[st, *(s["recall"]["stages"][st]["p50"] for s in r["sizes"])] for st in stages]
+    stage_rows.append(["floor: query embedding", *(s["floor"]["embed"]["p50"] for s in r["sizes"])])
+    stage_rows.append(["floor: bare pgvector top-k", *(s["floor"]["query"]["p50"] for s in r["sizes"])])
+    lines += _table(["stage", *sizes], stage_rows) + ["", "### Targets", ""]
+    lines += _table(
+        ["target", "measured", "limit", "result"],
+        [[t["name"], t["value"], t["limit"], t["result"]] for t in r["targets"]],
+    )
+    return "\n".join(lines + [""])
+
+
+def latency_plot(r: dict[str, Any], out: str | Path) -> None:
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    sizes = [s["memories"] for s in r["sizes"]]
+    labels = [f"{n:,}" for n in sizes]
+    stages = list(r["sizes"][0]["recall"]["stages"]) if r["sizes"] else []
+    bottom = [0.0] * len(sizes)
+    for st in stages:
+        vals = [s["recall"]["stages"][st]["p50"] for s in r["sizes"]]
+        if max(vals, default=0) < 0.05:
+            continue
+        ax1.bar(labels, vals, bottom=bottom, label=st)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax1.plot(labels, [s["floor"]["p50"] for s in r["sizes"]], "k--o", label="floor p50")
+    ax1.set(xlabel="memories", ylabel="ms (p50)", title="recall p50 per stage vs floor")
+    ax1.legend(fontsize=8)
+    x = range(len(sizes))
+    ax2.bar(
+        [i - 0.2 for i in x], [s["remember"]["per_second"] for s in r["sizes"]], width=0.4, label="remember"
+    )
+    ax2.bar(
+        [i + 0.2 for i in x],
+        [s["embedding"]["per_second"] for s in r["sizes"]],
+        width=0.4,
+        label="raw embedding",
+    )
+    ax2.set_xticks(list(x), labels)
+    ax2.set(xlabel="memories", ylabel="memories/s", title="write throughput")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+# -- MCP ---------------------------------------------------------------------------------------
+
+
+def mcp_markdown(r: dict[str, Any]) -> str:
+    lines = [f"## MCP over stdio: {r['runs']} spawns of `memlane serve`", "", _context_line(r), ""]
+    rows = []
+    for label, key in (
+        ("spawn -> initialized", "initialize_ms"),
+        ("spawn -> tools/list done", "tools_list_ms"),
+        ("stdin closed -> process gone", "shutdown_ms"),
+    ):
+        v = r["cold_start"][key]
+        rows.append([label, v["median"], v["min"], v["max"], len(v["all"])])
+    lines += _table(["cold start (ms)", "median", "min", "max", "n"], rows) + [""]
+    rows = [["spawn -> first recall answered (model loaded)", r["ready_ms"], "-", "-", 1]]
+    for label, key in (("remember", "remember_ms"), ("recall", "recall_ms")):
+        v = r[key]
+        rows.append([f"{label} over MCP", v["median"], v["p50"], v["p95"], v["n"]])
+    lines += _table(["warm call (ms)", "median", "p50", "p95", "n"], rows)
+    return "\n".join(lines + [""])
