@@ -66,6 +66,13 @@ class RecallConfig(Section):
     )
     vector_weight: float = Field(default=1.0, ge=0.0, le=100.0)
     keyword_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    keyword_common_df: float = Field(
+        default=0.05,
+        gt=0.0,
+        le=1.0,
+        description="Query words in more than this share of a project's memories do not select keyword "
+        "candidates (they still score); keeps the keyword arm fast on large projects.",
+    )
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009 use 60)."
     )

@@ -13,7 +13,7 @@ Two methods (``recall.fusion``):
 
 from __future__ import annotations
 
-from .records import Candidate, Memory
+from .records import Candidate, Memory, stable_key
 from .retrieve import Retrieved
 
 
@@ -23,8 +23,8 @@ def reciprocal_rank_fusion(
     """Fuse ranked lists by summing 1 / (k + rank) for each list a memory appears in.
 
     Cormack, Clarke and Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual Rank
-    Learning Methods" (SIGIR 2009); k = 60 is their constant. Ties break by memory id so the order
-    is deterministic.
+    Learning Methods" (SIGIR 2009); k = 60 is their constant. Ties break by content and date so
+    the order is the same in every run.
     """
     by_id: dict[str, Candidate] = {}
     for arm, hits in ranked_lists.items():
@@ -38,7 +38,7 @@ def reciprocal_rank_fusion(
             cand.ranks[arm] = rank
             cand.arm_scores[arm] = score
             cand.score += 1.0 / (k + rank)
-    return sorted(by_id.values(), key=lambda c: (-c.score, str(c.memory.id)))
+    return sorted(by_id.values(), key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
 def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candidate]:
@@ -58,7 +58,7 @@ def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candid
     }
     for c in out:
         c.ranks = {arm: r[str(c.memory.id)] for arm, r in ranks.items() if str(c.memory.id) in r}
-    return sorted(out, key=lambda c: (-c.score, str(c.memory.id)))
+    return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
 def fuse(retrieved: Retrieved, *, method: str, rrf_k: int, weights: dict[str, float]) -> list[Candidate]:

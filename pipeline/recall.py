@@ -46,7 +46,13 @@ async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve
         query, st.status = hyde.hypothesise(query, llm)
     with _stage(trace, "retrieval", 1 + len(query.variants)) as st:
         found = await retrieve.retrieve(
-            engine.store, engine.embedder, query, req, k=cfg.candidates_per_arm, arms=arms
+            engine.store,
+            engine.embedder,
+            query,
+            req,
+            k=cfg.candidates_per_arm,
+            common_df=cfg.keyword_common_df,
+            arms=arms,
         )
         st.count_out = len(found.scores)
         st.detail = {"arms": {name: len(hits) for name, hits in found.lists.items()}}

@@ -100,3 +100,8 @@ class RecallResult:
     ranked: list[Candidate]  # the final order before token packing (what the benchmark scores)
     tokens_used: int
     trace: Trace
+
+
+def stable_key(m: Memory) -> tuple[str, str]:
+    """Tie-breaker that is the same in every run and every store (ids are random)."""
+    return (m.content, m.occurred_at.isoformat() if m.occurred_at else "")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .records import Memory, Query, RecallRequest
+from .records import Memory, Query, RecallRequest, stable_key
 
 ARMS = ("vector", "keyword")
 
@@ -26,7 +26,7 @@ class Retrieved:
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
             ranked = sorted(
-                (h for h in hits if arm in h.found_by), key=lambda h: (-h.scores[arm], str(h.memory.id))
+                (h for h in hits if arm in h.found_by), key=lambda h: (-h.scores[arm], *stable_key(h.memory))
             )
             if ranked:
                 self.lists[arm + suffix] = [(h.memory, h.scores[arm]) for h in ranked]
@@ -40,7 +40,14 @@ class Retrieved:
 
 
 async def retrieve(
-    store, embedder, query: Query, req: RecallRequest, *, k: int, arms: tuple[str, ...] = ARMS
+    store,
+    embedder,
+    query: Query,
+    req: RecallRequest,
+    *,
+    k: int,
+    common_df: float = 0.05,
+    arms: tuple[str, ...] = ARMS,
 ) -> Retrieved:
     texts = [query.text, *query.variants]
     embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
@@ -55,6 +62,7 @@ async def retrieve(
             category=req.category,
             tags=req.tags,
             arms=arms,
+            common_df=common_df,
         )
         out.add("" if i == 0 else f":{i}", hits)
     if query.hypothetical and vectors:

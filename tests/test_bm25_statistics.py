@@ -18,13 +18,13 @@ def assert_statistics_exact(database_url):
     with psycopg.connect(database_url) as conn:
         kept = {
             (p, lx): df
-            for p, lx, df in conn.execute("SELECT project, lexeme, df FROM memlane_lexemes WHERE df <> 0")
+            for p, lx, df in conn.execute("SELECT project, lexeme, df FROM memlane_lexemes")
         }
         truth = {(p, lx): df for p, lx, df in conn.execute(RECOMPUTED)}
-        projects = dict(conn.execute("SELECT project, docs FROM memlane_projects WHERE docs <> 0").fetchall())
+        projects = dict(conn.execute("SELECT project, docs FROM memlane_projects").fetchall())
         docs = dict(conn.execute("SELECT project, count(*) FROM memories GROUP BY 1").fetchall())
         lengths = dict(
-            conn.execute("SELECT project, lexemes FROM memlane_projects WHERE docs <> 0").fetchall()
+            conn.execute("SELECT project, lexemes FROM memlane_projects").fetchall()
         )
         true_lengths = dict(
             conn.execute("SELECT project, sum(length(tsv)) FROM memories GROUP BY 1").fetchall()
@@ -42,6 +42,9 @@ async def test_statistics_follow_inserts_updates_and_deletes(engine, database_ur
     await engine.update(a["id"], {"tags": ["ci"]})  # no text change: statistics untouched
     await engine.forget(a["id"])
     assert_statistics_exact(database_url)
+    for m in list((await engine.recall(engine.recall_request("deploy", project="billing"))).memories):
+        await engine.forget(m[0].id)
+    assert_statistics_exact(database_url)  # the emptied project leaves no statistics rows
 
 
 async def test_concurrent_batches_with_shared_words_neither_deadlock_nor_drift(

@@ -25,11 +25,17 @@ MEMORY_COLUMNS = (
     "updated_at, expires_at, source, access_count, last_accessed_at"
 )
 
-# The query as BM25 needs it: its distinct lexemes, their idf in the project, the project's
-# average memory length, and a tsquery that ORs the lexemes. Natural questions rarely have all
-# their words in one memory, so AND semantics (plainto_tsquery) finds almost nothing: R@5 0.095
-# against 0.524 for OR on the LoCoMo development set (shared/docs/EVAL.md). Lexemes are quoted
-# (backslashes dropped, quotes doubled) so none is read as a tsquery operator.
+# The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
+# average memory length, and the tsquery that selects candidates.
+# - The tsquery ORs the lexemes: natural questions rarely have all their words in one memory, and
+#   AND semantics (plainto_tsquery) reaches R@5 0.095 against 0.524 for OR on the LoCoMo
+#   development set (shared/docs/EVAL.md).
+# - It leaves out lexemes that more than a share (recall.keyword_common_df) of the project's memories contain (always
+#   keeping the rarest): they would make nearly every memory a candidate, so the keyword arm would
+#   score the whole project (246 ms at 60k memories). They still count in the score of the
+#   memories the other lexemes select. On the development set, leaving out lexemes over 5% changes
+#   R@5 by -0.001 and R@20 by +0.003.
+# - Lexemes are quoted (backslashes dropped, quotes doubled) so none is read as an operator.
 QUERY_CTES = r"""
 qlex AS (
     SELECT DISTINCT lx FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx
@@ -39,15 +45,21 @@ ps AS (
            coalesce(max(p.lexemes::float8 / nullif(p.docs, 0)), 1.0) AS avgdl
       FROM memlane_projects p WHERE p.project = %(project)s
 ),
-qidf AS (
-    SELECT array_agg(qlex.lx ORDER BY qlex.lx) AS lexemes,
-           array_agg(ln(1 + (ps.docs - coalesce(l.df, 0) + 0.5) / (coalesce(l.df, 0) + 0.5))
-                     ORDER BY qlex.lx) AS idfs,
-           coalesce(string_agg('''' || replace(replace(qlex.lx, '\', ''), '''', '''''') || '''', ' | '),
-                    '')::tsquery AS tq,
-           coalesce(max(ps.avgdl), 1.0) AS avgdl
+qstat AS (
+    SELECT qlex.lx, coalesce(l.df, 0) AS df, ps.docs, ps.avgdl,
+           ln(1 + (ps.docs - coalesce(l.df, 0) + 0.5) / (coalesce(l.df, 0) + 0.5)) AS idf,
+           rank() OVER (ORDER BY coalesce(l.df, 0)) AS rarity
       FROM qlex CROSS JOIN ps
       LEFT JOIN memlane_lexemes l ON l.project = %(project)s AND l.lexeme = qlex.lx
+),
+qidf AS (
+    SELECT array_agg(lx ORDER BY lx) AS lexemes,
+           array_agg(idf ORDER BY lx) AS idfs,
+           coalesce(string_agg('''' || replace(replace(lx, '\', ''), '''', '''''') || '''', ' | ')
+                        FILTER (WHERE df <= %(common_df)s * docs OR rarity = 1),
+                    '')::tsquery AS tq,
+           coalesce(max(avgdl), 1.0) AS avgdl
+      FROM qstat
 )"""
 
 BM25 = "memlane_bm25(m.tsv, qidf.lexemes, qidf.idfs, qidf.avgdl)"
@@ -356,12 +368,13 @@ class Store:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         arms: tuple[str, ...] = ("vector", "keyword"),
+        common_df: float = 0.05,
     ) -> list[Hit]:
         """Run the vector arm (top k by cosine) and the keyword arm (top k by BM25) in one statement,
         then score every candidate of either arm on both: exact scores for the union let fusion
         weigh a memory that the other arm ranked just outside its top k."""
         filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
-        params: dict[str, Any] = {"project": project, "q": query, "k": k}
+        params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
         if category is not None:
             filters.append("m.category = %(category)s")
             params["category"] = category
@@ -376,13 +389,13 @@ class Store:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
             ctes.append(
                 "vec AS (SELECT m.id FROM memories m"
-                f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(emb)s LIMIT %(k)s)"
+                f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(emb)s, m.content_hash LIMIT %(k)s)"
             )
             arm_ids.append("SELECT id FROM vec")
         if use_keyword:
             ctes.append(
                 f"kw AS (SELECT m.id FROM memories m, qidf WHERE {where} AND m.tsv @@ qidf.tq"
-                f" ORDER BY {BM25} DESC, m.id LIMIT %(k)s)"
+                f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s)"
             )
             arm_ids.append("SELECT id FROM kw")
         if not arm_ids:

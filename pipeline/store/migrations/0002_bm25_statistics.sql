@@ -36,6 +36,14 @@ LANGUAGE sql AS $$
         HAVING sum(d.sign) <> 0
          ORDER BY d.project, u.lexeme
     ON CONFLICT (project, lexeme) DO UPDATE SET df = l.df + excluded.df;
+    -- Rows that fell to zero go, so deleted words and projects leave nothing behind. This
+    -- statement already holds their locks from the upserts above: no new lock order.
+    DELETE FROM memlane_lexemes AS l
+     USING unnest(projects, docs, signs) AS d(project, doc, sign), unnest(d.doc) AS u
+     WHERE d.sign < 0 AND l.project = d.project AND l.lexeme = u.lexeme AND l.df <= 0;
+    DELETE FROM memlane_projects AS p
+     USING unnest(projects, signs) AS d(project, sign)
+     WHERE d.sign < 0 AND p.project = d.project AND p.docs <= 0;
 $$;
 
 CREATE FUNCTION memlane_stats_on_insert() RETURNS trigger LANGUAGE plpgsql AS $$
