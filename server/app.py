@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -16,9 +17,10 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
+
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError, NotFound, StoreError
-from pydantic import Field
 
 from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
 from .settings import Settings
@@ -50,13 +52,19 @@ class State:
         self.settings = settings
         self.engine = engine or Engine(settings.engine())
         self._startup: asyncio.Task | None = None
-        self._warm: asyncio.Future | None = None
 
     def start(self) -> None:
         if self._startup is None:
             self._startup = asyncio.get_running_loop().create_task(self.engine.open())
-            self._warm = asyncio.ensure_future(asyncio.to_thread(self.engine.warm))
-            self._warm.add_done_callback(_log_warm_failure)
+            # A daemon thread, not the default executor: an executor thread still loading the model
+            # would be joined at exit and hold up a server whose client has already gone.
+            threading.Thread(target=self._load_models, name="memlane-warm", daemon=True).start()
+
+    def _load_models(self) -> None:
+        try:
+            self.engine.warm()
+        except Exception as e:  # the first tool call will hit the same error and report it
+            log.error("loading the embedding model failed: %s", e)
 
     async def ready(self) -> Engine:
         self.start()
@@ -73,11 +81,6 @@ class State:
         if self._startup is not None and not self._startup.done():
             self._startup.cancel()
         await self.engine.close()
-
-
-def _log_warm_failure(fut: asyncio.Future) -> None:
-    if not fut.cancelled() and fut.exception() is not None:
-        log.error("loading the embedding model failed: %s", fut.exception())
 
 
 def _tool_error(e: MemlaneError) -> ToolError:
@@ -115,6 +118,15 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             yield eng
         except MemlaneError as e:
             raise _tool_error(e) from None
+        except ToolError:
+            raise
+        except Exception as e:
+            # Anything else is a bug or an outage; the SDK would show the agent only "Error
+            # executing tool". Say what failed, keep the traceback in the server log.
+            log.exception("tool call failed")
+            raise ToolError(
+                f"memlane failed unexpectedly ({type(e).__name__}: {e}); the server log has details"
+            ) from None
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -169,7 +181,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             str | None, Field(description="Project to search; omitted = the default project.")
         ] = None,
         limit: Annotated[int | None, Field(description="At most this many memories (default 10).")] = None,
-        max_tokens: Annotated[int, Field(description="Token budget for the returned memories.")] = 2000,
+        max_tokens: Annotated[
+            int | None, Field(description="Token budget for the returned memories (default 2000).")
+        ] = None,
         budget: Annotated[
             Literal["low", "mid", "high"], Field(description="How much work recall may do.")
         ] = "mid",

@@ -11,7 +11,7 @@ from typing import Any
 
 from memlane.pipeline.errors import ConfigError, MemlaneError
 
-from . import logs
+from . import logs, shutdown
 from .settings import Settings, load
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_USAGE
     logs.setup(settings.server.log_level if args.command == "serve" else "WARNING")
+    shutdown.exit_cleanly_on_sigterm()
     try:
         if args.command == "serve":
             from .serve import serve

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlane.pipeline.records import Memory
 from pydantic import BaseModel, Field
+
+from memlane.pipeline.records import Memory
 
 
 class MemoryOut(BaseModel):

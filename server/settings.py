@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import ConfigError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "MEMLANE_"
 # Variables with the prefix that are not settings: they choose the file, not a value in it.
@@ -42,8 +43,8 @@ class Settings(BaseSettings, EngineConfig):
 
     server: ServerConfig = ServerConfig()
 
-    # Set by load(); pydantic-settings calls this to order the sources.
-    _toml: dict[str, Any] = {}
+    # The parsed TOML file, set by load() around construction; a ClassVar, not a pydantic field.
+    _toml: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def settings_customise_sources(

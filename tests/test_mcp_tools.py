@@ -344,11 +344,6 @@ async def test_recall_respects_limit_and_max_tokens(connect):
         assert tiny["memories"] == [] and tiny["tokens_used"] == 0
 
 
-@pytest.mark.xfail(
-    reason="server/app.py: the recall tool's max_tokens defaults to a hard-coded 2000, so the "
-    "recall.default_max_tokens setting never reaches the engine over MCP",
-    strict=True,
-)
 async def test_recall_without_max_tokens_uses_the_configured_default_budget(connect):
     async with connect(recall=RecallConfig(default_max_tokens=5)) as client:
         await call(client, "remember", {"content": "Alice prefers tabs over spaces in every Python project"})

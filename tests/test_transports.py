@@ -315,13 +315,6 @@ async def test_memories_survive_a_server_restart(tmp_path):
     assert stats["projects"] == {"office": 1}
 
 
-@pytest.mark.xfail(
-    reason="pipeline/store/embedded.py: _exit_on_sigterm() runs in Engine.open's worker thread, where "
-    "signal.signal() raises ValueError, so SIGTERM kills the process without atexit and the embedded "
-    "PostgreSQL keeps running (and its stale pid in .handle_pids.json stops any later process from "
-    "shutting it down)",
-    strict=True,
-)
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_sigterm_stops_the_server_and_the_embedded_database(tmp_path, transport):
     """MCP hosts stop stdio servers with SIGTERM (after closing stdin), and so do service managers
