@@ -16,16 +16,11 @@ SELECT project, u.lexeme, count(*) FROM memories, unnest(tsv) AS u GROUP BY 1, 2
 
 def assert_statistics_exact(database_url):
     with psycopg.connect(database_url) as conn:
-        kept = {
-            (p, lx): df
-            for p, lx, df in conn.execute("SELECT project, lexeme, df FROM memlane_lexemes")
-        }
+        kept = {(p, lx): df for p, lx, df in conn.execute("SELECT project, lexeme, df FROM memlane_lexemes")}
         truth = {(p, lx): df for p, lx, df in conn.execute(RECOMPUTED)}
         projects = dict(conn.execute("SELECT project, docs FROM memlane_projects").fetchall())
         docs = dict(conn.execute("SELECT project, count(*) FROM memories GROUP BY 1").fetchall())
-        lengths = dict(
-            conn.execute("SELECT project, lexemes FROM memlane_projects").fetchall()
-        )
+        lengths = dict(conn.execute("SELECT project, lexemes FROM memlane_projects").fetchall())
         true_lengths = dict(
             conn.execute("SELECT project, sum(length(tsv)) FROM memories GROUP BY 1").fetchall()
         )

@@ -15,6 +15,7 @@ from ..errors import StoreError
 
 log = logging.getLogger(__name__)
 
+
 def _forget_dead_users(pgdata: Path) -> None:
     """pgserver stops the server when the last process listed in ``.handle_pids.json`` exits. A
     process killed outright (SIGKILL, a crash) never leaves that list, and the server would then
