@@ -185,7 +185,10 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             int | None, Field(description="Token budget for the returned memories (default 2000).")
         ] = None,
         budget: Annotated[
-            Literal["low", "mid", "high"], Field(description="How much work recall may do.")
+            Literal["low", "mid", "high"],
+            Field(
+                description="How much work recall may do; offline (no LLM provider) every budget does the same."
+            ),
         ] = "mid",
         reference_time: Annotated[
             str | None, Field(description="'Now' for relative dates, ISO 8601; default: the actual now.")

@@ -21,6 +21,9 @@ def serve(
     server, state = build_server(settings)
 
     async def run() -> None:
+        # Start the database and the model now, not when the first client connects (the SSE app
+        # runs the lifespan per connection).
+        state.start()
         try:
             if transport == "stdio":
                 await server.run_stdio_async()
