@@ -143,3 +143,8 @@ async def test_two_engines_migrating_one_new_database_both_succeed(engine_config
     assert a.store.schema_version == b.store.schema_version == migrate.latest_version()
     await a.close()
     await b.close()
+
+
+def test_the_embedded_server_starts_with_memlanes_settings(pg_root):
+    with psycopg.connect(pg_root) as conn:
+        assert conn.execute("SHOW shared_buffers").fetchone()[0] == "256MB"

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ModelMismatch, NotFound, StoreError
+from ..errors import InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
 from . import migrate as migrations
 
@@ -312,29 +312,15 @@ class Store:
             sets.append(f"{k} = %s")
             params.append(v)
         sql = f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s RETURNING {MEMORY_COLUMNS}"
-        async with self._pool().connection() as conn:
-            try:
-                cur = await conn.cursor(row_factory=dict_row).execute(sql, (*params, memory_id))
-            except psycopg.errors.UniqueViolation as e:
-                from ..errors import InvalidInput
-
-                raise InvalidInput(
-                    "an identical memory (same project, content and occurred_at) already exists"
-                ) from e
-            row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no memory has id {memory_id}")
-        return row_to_memory(row)
+        try:
+            return await self._one(sql, (*params, memory_id))
+        except psycopg.errors.UniqueViolation as e:
+            raise InvalidInput(
+                "an identical memory (same project, content and occurred_at) already exists"
+            ) from e
 
     async def delete(self, memory_id: UUID) -> Memory:
-        async with self._pool().connection() as conn:
-            cur = await conn.cursor(row_factory=dict_row).execute(
-                f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,)
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no memory has id {memory_id}")
-        return row_to_memory(row)
+        return await self._one(f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,))
 
     async def touch(self, ids: list[UUID]) -> None:
         """Count an access for memories a recall returned (feeds later scoring adjustments)."""
@@ -349,13 +335,15 @@ class Store:
     # -- reads ----------------------------------------------------------------------------------
 
     async def get(self, memory_id: UUID) -> Memory:
+        return await self._one(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,))
+
+    async def _one(self, sql: str, params: tuple) -> Memory:
+        """Run a statement that returns the row of the memory whose id is the last parameter."""
         async with self._pool().connection() as conn:
-            cur = await conn.cursor(row_factory=dict_row).execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,)
-            )
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             row = await cur.fetchone()
         if row is None:
-            raise NotFound(f"no memory has id {memory_id}")
+            raise NotFound(f"no memory has id {params[-1]}")
         return row_to_memory(row)
 
     async def search(
