@@ -51,29 +51,41 @@ async def retrieve(
 ) -> Retrieved:
     texts = [query.text, *query.variants]
     embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
-    vectors = await asyncio.to_thread(embedder.embed_batch, embed_texts) if "vector" in arms else []
+    filters = {
+        "project": req.project,
+        "k": k,
+        "category": req.category,
+        "tags": req.tags,
+        "common_df": common_df,
+    }
+    keyword_ids: list = [None] * len(texts)
+    vectors: list = []
+    if "vector" in arms:
+        # The keyword arm needs no embedding: run it while the query is embedded (CPU, in a thread),
+        # so the slower of the two sets the pace instead of their sum.
+        tasks = (
+            [asyncio.ensure_future(store.keyword_candidates(query=t, **filters)) for t in texts]
+            if "keyword" in arms
+            else []
+        )
+        try:
+            vectors = await asyncio.to_thread(embedder.embed_batch, embed_texts)
+            if tasks:
+                keyword_ids = list(await asyncio.gather(*tasks))
+        finally:
+            for t in tasks:
+                t.cancel()
     out = Retrieved(arms=arms)
     for i, text in enumerate(texts):
         hits = await store.search(
-            project=req.project,
             query=text,
             embedding=vectors[i] if vectors else None,
-            k=k,
-            category=req.category,
-            tags=req.tags,
             arms=arms,
-            common_df=common_df,
+            keyword_ids=keyword_ids[i],
+            **filters,
         )
         out.add("" if i == 0 else f":{i}", hits)
     if query.hypothetical and vectors:
-        hits = await store.search(
-            project=req.project,
-            query="",
-            embedding=vectors[-1],
-            k=k,
-            category=req.category,
-            tags=req.tags,
-            arms=("vector",),
-        )
+        hits = await store.search(query="", embedding=vectors[-1], arms=("vector",), **filters)
         out.add(":hyde", hits)
     return out

@@ -346,6 +346,43 @@ class Store:
             raise NotFound(f"no memory has id {params[-1]}")
         return row_to_memory(row)
 
+    @staticmethod
+    def _where(project, query, k, category, tags, common_df) -> tuple[str, dict[str, Any]]:
+        filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
+        params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
+        if category is not None:
+            filters.append("m.category = %(category)s")
+            params["category"] = category
+        if tags:
+            filters.append("m.tags @> %(tags)s")
+            params["tags"] = list(tags)
+        return " AND ".join(filters), params
+
+    @staticmethod
+    def _keyword_cte(where: str) -> str:
+        return (
+            f"kw AS (SELECT m.id FROM memories m, qidf WHERE {where} AND m.tsv @@ qidf.tq"
+            f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s)"
+        )
+
+    async def keyword_candidates(
+        self,
+        *,
+        project: str,
+        query: str,
+        k: int,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        common_df: float = 0.05,
+    ) -> list[UUID]:
+        """The keyword arm alone: ids of the top k memories by BM25. Needs no embedding, so recall
+        runs it while the query is being embedded."""
+        where, params = self._where(project, query, k, category, tags, common_df)
+        sql = f"WITH {QUERY_CTES}, {self._keyword_cte(where)} SELECT id FROM kw"
+        async with self._pool().connection() as conn:
+            cur = await conn.execute(sql, params)
+            return [r[0] for r in await cur.fetchall()]
+
     async def search(
         self,
         *,
@@ -357,19 +394,13 @@ class Store:
         tags: tuple[str, ...] = (),
         arms: tuple[str, ...] = ("vector", "keyword"),
         common_df: float = 0.05,
+        keyword_ids: list[UUID] | None = None,
     ) -> list[Hit]:
-        """Run the vector arm (top k by cosine) and the keyword arm (top k by BM25) in one statement,
-        then score every candidate of either arm on both: exact scores for the union let fusion
-        weigh a memory that the other arm ranked just outside its top k."""
-        filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
-        params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
-        if category is not None:
-            filters.append("m.category = %(category)s")
-            params["category"] = category
-        if tags:
-            filters.append("m.tags @> %(tags)s")
-            params["tags"] = list(tags)
-        where = " AND ".join(filters)
+        """Run the vector arm (top k by cosine) and the keyword arm (top k by BM25; or take its result,
+        ``keyword_ids``, from keyword_candidates), then score every candidate of either arm on both:
+        exact scores for the union let fusion weigh a memory that the other arm ranked just outside
+        its top k."""
+        where, params = self._where(project, query, k, category, tags, common_df)
         ctes, arm_ids = [QUERY_CTES], []
         use_vector = "vector" in arms and embedding is not None
         use_keyword = "keyword" in arms
@@ -381,10 +412,11 @@ class Store:
             )
             arm_ids.append("SELECT id FROM vec")
         if use_keyword:
-            ctes.append(
-                f"kw AS (SELECT m.id FROM memories m, qidf WHERE {where} AND m.tsv @@ qidf.tq"
-                f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s)"
-            )
+            if keyword_ids is None:
+                ctes.append(self._keyword_cte(where))
+            else:
+                params["kw_ids"] = keyword_ids
+                ctes.append("kw AS (SELECT unnest(%(kw_ids)s::uuid[]) AS id)")
             arm_ids.append("SELECT id FROM kw")
         if not arm_ids:
             return []
