@@ -1,0 +1,32 @@
+"""The memories table's columns as the engine reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import Memory
+
+MEMORY_COLUMNS = (
+    "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "
+    "updated_at, expires_at, source, access_count, last_accessed_at"
+)
+
+
+def row_to_memory(r: dict[str, Any]) -> Memory:
+    return Memory(
+        id=r["id"],
+        project=r["project"],
+        content=r["content"],
+        category=r["category"],
+        tags=tuple(r["tags"] or ()),
+        metadata=r["metadata"] or {},
+        pinned=r["pinned"],
+        priority=r["priority"],
+        occurred_at=r["occurred_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        expires_at=r["expires_at"],
+        source=r["source"],
+        access_count=r["access_count"],
+        last_accessed_at=r["last_accessed_at"],
+    )
