@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import asynccontextmanager
 from importlib import resources
 
 import psycopg
@@ -32,10 +33,19 @@ def latest_version() -> int:
     return available()[-1][0]
 
 
-async def migrate(conn: psycopg.AsyncConnection) -> int:
-    """Apply pending migrations; returns the schema version. ``conn`` must be in autocommit mode."""
+@asynccontextmanager
+async def schema_lock(conn: psycopg.AsyncConnection):
+    """Hold the advisory lock that serialises every schema change (migrations, the vector column)."""
     await conn.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
     try:
+        yield conn
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+
+
+async def migrate(conn: psycopg.AsyncConnection) -> int:
+    """Apply pending migrations; returns the schema version. ``conn`` must be in autocommit mode."""
+    async with schema_lock(conn):
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS memlane_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -53,5 +63,3 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
             log.info("applied migration %04d_%s", version, name)
             current = version
         return current
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))

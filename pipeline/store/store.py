@@ -112,28 +112,24 @@ class Store(SearchQueries):
 
     async def ensure_model(self, model_id: str, dim: int) -> None:
         """Record the embedding model on first use; refuse a different one against stored vectors."""
-        async with self._pool().connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (migrations.ADVISORY_LOCK_KEY,))
-            try:
-                cur = await conn.execute(
-                    "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
-                )
-                have = dict(await cur.fetchall())
-                if have.get("embedding_model") == model_id and have.get("embedding_dim") == str(dim):
-                    return
-                if have:
-                    cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
-                    (n,) = await cur.fetchone()
-                    if n:
-                        raise ModelMismatch(
-                            f"the store holds {n} memories embedded with {have.get('embedding_model')} "
-                            f"({have.get('embedding_dim')} dimensions) but the configured model is {model_id} "
-                            f"({dim}). Run `memlane reembed` to re-embed them with the configured model, or "
-                            "configure the recorded model again."
-                        )
-                await self._set_vector_column(conn, model_id, dim)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+        async with self._pool().connection() as conn, migrations.schema_lock(conn):
+            cur = await conn.execute(
+                "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
+            )
+            have = dict(await cur.fetchall())
+            if have.get("embedding_model") == model_id and have.get("embedding_dim") == str(dim):
+                return
+            if have:
+                cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
+                (n,) = await cur.fetchone()
+                if n:
+                    raise ModelMismatch(
+                        f"the store holds {n} memories embedded with {have.get('embedding_model')} "
+                        f"({have.get('embedding_dim')} dimensions) but the configured model is {model_id} "
+                        f"({dim}). Run `memlane reembed` to re-embed them with the configured model, or "
+                        "configure the recorded model again."
+                    )
+            await self._set_vector_column(conn, model_id, dim)
 
     async def _set_vector_column(self, conn: psycopg.AsyncConnection, model_id: str, dim: int) -> None:
         async with conn.transaction():
@@ -153,12 +149,8 @@ class Store(SearchQueries):
 
     async def switch_model(self, model_id: str, dim: int) -> None:
         """For reembed: clear every vector and record the new model (under the migration lock)."""
-        async with self._pool().connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (migrations.ADVISORY_LOCK_KEY,))
-            try:
-                await self._set_vector_column(conn, model_id, dim)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (migrations.ADVISORY_LOCK_KEY,))
+        async with self._pool().connection() as conn, migrations.schema_lock(conn):
+            await self._set_vector_column(conn, model_id, dim)
 
     # -- writes ---------------------------------------------------------------------------------
 
