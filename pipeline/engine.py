@@ -82,9 +82,8 @@ class Engine:
     # -- tools ----------------------------------------------------------------------------------
 
     async def remember(self, **item: Any) -> dict[str, Any]:
-        d = remember_path.draft(self.config, item)
-        [(mid, created)] = await remember_path.store_drafts(self.store, self.embedder, [d])
-        return {"id": str(mid), "status": "created" if created else "duplicate", "project": d.project}
+        [out] = await self.remember_many([item])
+        return out
 
     async def remember_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         drafts = [remember_path.draft(self.config, it) for it in items]
