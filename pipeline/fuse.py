@@ -4,9 +4,10 @@ Two methods (``recall.fusion``):
 
 - ``score`` (default): ``keyword_weight * bm25 / max_bm25 + vector_weight * cosine`` over every
   candidate, each scored exactly on both arms. On the LoCoMo development set (offline, MiniLM)
-  this reaches R@5 0.606 / R@10 0.689, where RRF of the same two arms reaches 0.485 / 0.583,
-  below BM25 alone (0.579 / 0.646): RRF gives a weak arm's first hit the same weight as a strong
-  arm's, whatever the scores say. The optimum is flat (vector weight 0.8-1.5 all within 0.01),
+  this reaches R@1 0.368 / R@5 0.606 / R@10 0.690, where RRF of the same two arms reaches
+  0.271 / 0.562 / 0.677, below BM25 alone at R@1 and R@5 (0.349 / 0.578): RRF gives a weak arm's
+  first hit the same weight as a strong arm's, whatever the scores say (it is only ahead at R@20,
+  0.771 against 0.760). The optimum is flat (vector weight 0.8-1.5 all within 0.01),
   so the default of equal weights is not a fit to the development set.
 - ``rrf``: reciprocal rank fusion, kept for comparison and for lists without comparable scores.
 """
