@@ -6,10 +6,9 @@ on the benchmark before it is switched on.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from .records import Candidate
+from .stage import Step
 
 
-def adjust(candidates: list[Candidate], now: datetime) -> tuple[list[Candidate], str]:
-    return candidates, "skipped: no adjustments configured"
+def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    return Step(candidates, status="skipped: no adjustments configured")

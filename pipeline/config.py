@@ -8,9 +8,11 @@ file is an error naming the key instead of a silently ignored setting.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from . import arms
 
 
 class Section(BaseModel):
@@ -44,6 +46,7 @@ class EmbeddingConfig(Section):
     api_key: SecretStr | None = Field(
         default=None, description="openai: from MEMLANE_EMBEDDING__API_KEY or OPENAI_API_KEY."
     )
+    timeout_s: float = Field(default=30.0, gt=0, le=600, description="openai: seconds per API request.")
 
 
 class LLMConfig(Section):
@@ -62,10 +65,14 @@ class RecallConfig(Section):
     )
     fusion: Literal["score", "rrf"] = Field(
         default="score",
-        description="score: keyword_weight * BM25/max BM25 + vector_weight * cosine; rrf: reciprocal rank fusion.",
+        description="score: sum over arms of arm_weights[arm] * the arm's normalised score (BM25/max BM25, "
+        "cosine); rrf: reciprocal rank fusion.",
     )
-    vector_weight: float = Field(default=1.0, ge=0.0, le=100.0)
-    keyword_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    arm_weights: dict[str, float] = Field(
+        default_factory=arms.default_weights,
+        description="Fusion weight of each retrieval arm (pipeline/arms.py); arms left out keep their "
+        "default weight.",
+    )
     keyword_common_df: float = Field(
         default=0.05,
         gt=0.0,
@@ -83,6 +90,30 @@ class RecallConfig(Section):
         description="Relevance floor: a candidate that shares no word with the query and whose cosine "
         "similarity is under this is dropped.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_weights(cls, data: Any) -> Any:
+        """``vector_weight`` / ``keyword_weight`` (before the arm registry) still work, as arm_weights."""
+        if isinstance(data, dict) and ("vector_weight" in data or "keyword_weight" in data):
+            data = dict(data)
+            weights = dict(data.get("arm_weights") or {})
+            for arm in ("vector", "keyword"):
+                if f"{arm}_weight" in data:
+                    weights.setdefault(arm, data.pop(f"{arm}_weight"))
+            data["arm_weights"] = weights
+        return data
+
+    @field_validator("arm_weights")
+    @classmethod
+    def _known_arms(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(v) - set(arms.REGISTRY))
+        if unknown:
+            raise ValueError(f"unknown arm(s) {', '.join(unknown)}; arms: {', '.join(arms.REGISTRY)}")
+        bad = [k for k, w in v.items() if not 0.0 <= w <= 100.0]
+        if bad:
+            raise ValueError(f"weights must be from 0 to 100 (check {', '.join(bad)})")
+        return {**arms.default_weights(), **v}
 
     @field_validator("max_limit")
     @classmethod
@@ -109,3 +140,30 @@ class EngineConfig(Section):
     llm: LLMConfig = LLMConfig()
     recall: RecallConfig = RecallConfig()
     remember: RememberConfig = RememberConfig()
+
+
+def secret_fields(
+    model: type[BaseModel] = EngineConfig, prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """Paths of every ``SecretStr`` setting (``("database", "url")``...), found by type, so a new
+    secret is refused in files and masked in reports without being listed anywhere else."""
+    out: list[tuple[str, ...]] = []
+    for name, f in model.model_fields.items():
+        kinds = get_args(f.annotation) or (f.annotation,)
+        if SecretStr in kinds:
+            out.append((*prefix, name))
+        for kind in kinds:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                out.extend(secret_fields(kind, (*prefix, name)))
+    return out
+
+
+def masked_dump(config: BaseModel) -> dict[str, Any]:
+    """The configuration as JSON-ready data, each secret replaced by whether it is set."""
+    data = config.model_dump(mode="json")
+    for path in secret_fields(type(config)):
+        node, value = data, config
+        for key in path[:-1]:
+            node, value = node[key], getattr(value, key)
+        node[path[-1]] = "set" if getattr(value, path[-1]) is not None else None
+    return data

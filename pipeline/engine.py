@@ -15,9 +15,12 @@ from . import recall as recall_pipeline
 from . import remember as remember_path
 from . import validate as v
 from .config import EngineConfig
-from .errors import InvalidInput
+from .context import RecallContext
+from .errors import InvalidInput, StoreError
+from .inputs import MemoryInput, MemoryPatch
 from .providers.embedder import Embedder, make_embedder
-from .records import Memory, RecallRequest, RecallResult
+from .providers.llm import LLM
+from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
 from .store.embedded import start_embedded
 
@@ -33,11 +36,14 @@ def default_data_dir() -> Path:
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, config: EngineConfig, *, embedder: Embedder | None = None, llm: LLM | None = None
+    ) -> None:
         self.config = config
         self.embedder = embedder or make_embedder(config.embedding)
         self.store: Store | None = None
-        self.llm = None  # LLM providers arrive with a later issue; stages that need one are skipped
+        # An object with the LLM interface (providers/llm.py), or None: the LLM stages are skipped.
+        self.llm = llm
         self.dsn_kind = "external" if config.database.url else "embedded"
         self._opened = False
 
@@ -81,17 +87,14 @@ class Engine:
 
     # -- tools ----------------------------------------------------------------------------------
 
-    async def remember(self, **item: Any) -> dict[str, Any]:
+    async def remember(self, item: MemoryInput | dict[str, Any]) -> Remembered:
         [out] = await self.remember_many([item])
         return out
 
-    async def remember_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        drafts = [remember_path.draft(self.config, it) for it in items]
-        results = await remember_path.store_drafts(self.store, self.embedder, drafts)
-        return [
-            {"id": str(mid), "status": "created" if created else "duplicate", "project": d.project}
-            for d, (mid, created) in zip(drafts, results, strict=True)
-        ]
+    async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
+        """Validate every item, then embed and store them in one transaction."""
+        inputs = remember_path.parse(self.config, items)
+        return await remember_path.store_inputs(self.store, self.embedder, inputs)
 
     def recall_request(
         self,
@@ -139,10 +142,22 @@ class Engine:
     async def recall(
         self, req: RecallRequest, *, arms: tuple[str, ...] | None = None, touch: bool = True
     ) -> RecallResult:
-        kwargs = {"arms": arms} if arms else {}
-        result = await recall_pipeline.recall(self, req, **kwargs)
-        if touch:
-            await self.store.touch([m.id for m, _ in result.memories])
+        """Run the nine stages. ``arms`` picks retrieval arms (the benchmark's ablation); ``touch``
+        counts an access for each memory returned."""
+        ctx = RecallContext(
+            config=self.config,
+            store=self.store,
+            embedder=self.embedder,
+            llm=self.llm,
+            request=req,
+            arms=tuple(arms) if arms else None,
+        )
+        result = await recall_pipeline.recall(ctx)
+        if touch and result.memories:
+            try:
+                await self.store.touch([m.id for m, _ in result.memories])
+            except StoreError as e:  # statistics are best effort: the answer is already there
+                log.warning("could not count the accesses of a recall: %s", e)
         return result
 
     async def get(self, memory_id: Any) -> Memory:
@@ -151,44 +166,13 @@ class Engine:
     async def forget(self, memory_id: Any) -> Memory:
         return await self.store.delete(v.parse_id(memory_id))
 
-    async def update(self, memory_id: Any, changes: dict[str, Any]) -> Memory:
+    async def update(self, memory_id: Any, changes: MemoryPatch | dict[str, Any]) -> Memory:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
         mid = v.parse_id(memory_id)
-        changes = {k: val for k, val in changes.items() if val is not None}
-        allowed = set(remember_path.FIELDS) - {"project", "source"}
-        unknown = sorted(set(changes) - allowed)
-        if unknown:
-            raise InvalidInput(f"cannot update {', '.join(unknown)}; updatable: {', '.join(sorted(allowed))}")
-        if not changes:
-            raise InvalidInput(f"nothing to update: give at least one of {', '.join(sorted(allowed))}")
-        current = await self.store.get(mid)
-        rc = self.config.remember
-        fields: dict[str, Any] = {}
-        if "content" in changes:
-            fields["content"] = v.content_text(changes["content"], rc.max_content_chars)
-        if "occurred_at" in changes:
-            fields["occurred_at"] = v.parse_datetime(changes["occurred_at"], "occurred_at")
-        if "expires_at" in changes:
-            fields["expires_at"] = v.parse_datetime(changes["expires_at"], "expires_at")
-        if "category" in changes:
-            fields["category"] = v.category_name(changes["category"])
-        if "tags" in changes:
-            fields["tags"] = v.tag_list(changes["tags"], rc.max_tags)
-        if "metadata" in changes:
-            fields["metadata"] = v.metadata_object(changes["metadata"], rc.max_metadata_bytes)
-        if "pinned" in changes:
-            if not isinstance(changes["pinned"], bool):
-                raise InvalidInput("pinned must be true or false")
-            fields["pinned"] = changes["pinned"]
-        if "priority" in changes:
-            fields["priority"] = v.priority_value(changes["priority"])
-        if "content" in fields or "occurred_at" in fields:
-            content = fields.get("content", current.content)
-            occurred = fields.get("occurred_at", current.occurred_at)
-            fields["content_hash"] = v.content_hash(content, occurred)
+        fields = MemoryPatch.parse(self.config, changes).changes()
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
-        return await self.store.update(mid, fields)
+        return await self.store.update(mid, fields, model_id=self.embedder.model_id)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a
@@ -200,7 +184,9 @@ class Engine:
         done = 0
         async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
             vectors = await asyncio.to_thread(self.embedder.embed_batch, [m.content for m in batch])
-            await self.store.set_embeddings([(m.id, vec) for m, vec in zip(batch, vectors, strict=True)])
+            await self.store.set_embeddings(
+                [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=self.embedder.model_id
+            )
             done += len(batch)
             if progress:
                 progress(len(batch))

@@ -2,8 +2,9 @@
 
 Two methods (``recall.fusion``):
 
-- ``score`` (default): ``keyword_weight * bm25 / max_bm25 + vector_weight * cosine`` over every
-  candidate, each scored exactly on both arms. On the LoCoMo development set (offline, MiniLM)
+- ``score`` (default): the weighted sum (``recall.arm_weights``) of each arm's score, normalised as
+  the arm declares (``pipeline/arms.py``): ``bm25 / max_bm25 + cosine`` for today's two arms, over
+  every candidate, each scored exactly on both arms. On the LoCoMo development set (offline, MiniLM)
   this reaches R@1 0.368 / R@5 0.606 / R@10 0.690, where RRF of the same two arms reaches
   0.271 / 0.562 / 0.677, below BM25 alone at R@1 and R@5 (0.349 / 0.578): RRF gives a weak arm's
   first hit the same weight as a strong arm's, whatever the scores say (it is only ahead at R@20,
@@ -14,8 +15,10 @@ Two methods (``recall.fusion``):
 
 from __future__ import annotations
 
+from . import arms as arm_registry
 from .records import Candidate, Memory, stable_key
 from .retrieve import Retrieved
+from .stage import Step
 
 
 def reciprocal_rank_fusion(
@@ -29,43 +32,46 @@ def reciprocal_rank_fusion(
     """
     by_id: dict[str, Candidate] = {}
     for arm, hits in ranked_lists.items():
+        seen: set[str] = set()
         for rank, (memory, score) in enumerate(hits, start=1):
             key = str(memory.id)
+            if key in seen:  # the same memory twice in one list: keep its best rank
+                continue
+            seen.add(key)
             cand = by_id.get(key)
             if cand is None:
                 cand = by_id[key] = Candidate(memory=memory)
-            if arm in cand.ranks:  # the same memory twice in one list: keep its best rank
-                continue
-            cand.ranks[arm] = rank
             cand.arm_scores[arm] = score
             cand.score += 1.0 / (k + rank)
     return sorted(by_id.values(), key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
 def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candidate]:
-    """Weighted sum of per-arm scores: BM25 divided by the best BM25 of this query (so 1.0 is the
-    best keyword match whatever the corpus), cosine similarity as it is."""
-    best_keyword = max((s.get("keyword", 0.0) for s in retrieved.scores.values()), default=0.0)
+    """Weighted sum of per-arm scores, each normalised as its arm declares: ``max`` divides by the
+    best score of this query on that arm (so 1.0 is the best keyword match whatever the corpus),
+    ``none`` keeps it (cosine similarity). An arm a candidate has no score on adds nothing."""
+    best: dict[str, float] = {}
+    for scores in retrieved.scores.values():
+        for arm, value in scores.items():
+            best[arm] = max(best.get(arm, 0.0), value)
     out = []
     for key, scores in retrieved.scores.items():
         total = 0.0
         for arm, value in scores.items():
-            if arm == "keyword":
-                value = value / best_keyword if best_keyword > 0 else 0.0
+            spec = arm_registry.REGISTRY.get(arm)
+            if spec is not None and spec.normalise == "max":
+                value = value / best[arm] if best.get(arm, 0.0) > 0 else 0.0
             total += weights.get(arm, 1.0) * value
         out.append(Candidate(memory=retrieved.memories[key], score=total, arm_scores=dict(scores)))
-    ranks = {
-        arm: {str(m.id): r for r, (m, _) in enumerate(hits, start=1)} for arm, hits in retrieved.lists.items()
-    }
-    for c in out:
-        c.ranks = {arm: r[str(c.memory.id)] for arm, r in ranks.items() if str(c.memory.id) in r}
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
-def fuse(retrieved: Retrieved, *, method: str, rrf_k: int, weights: dict[str, float]) -> list[Candidate]:
-    if method == "rrf":
-        fused = reciprocal_rank_fusion(retrieved.lists, k=rrf_k)
+def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
+    cfg = ctx.config.recall
+    if cfg.fusion == "rrf":
+        fused = reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k)
         for c in fused:  # keep the exact scores for the threshold stage
             c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))
-        return fused
-    return score_fusion(retrieved, weights)
+    else:
+        fused = score_fusion(retrieved, cfg.arm_weights)
+    return Step(fused, detail={"method": cfg.fusion})

@@ -7,9 +7,8 @@ Needs an LLM; without one the question's own embedding is used.
 from __future__ import annotations
 
 from .records import Query
+from .stage import Step, llm_unavailable
 
 
-def hypothesise(query: Query, llm) -> tuple[Query, str]:
-    if llm is None:
-        return query, "skipped: no LLM provider"
-    raise NotImplementedError  # pragma: no cover - arrives with the LLM providers
+def hypothesise(ctx, query: Query) -> Step[Query]:
+    return llm_unavailable(ctx, query)

@@ -6,9 +6,8 @@ Needs an LLM; without one the stage is skipped and retrieval treats every query 
 from __future__ import annotations
 
 from .records import Query
+from .stage import Step, llm_unavailable
 
 
-def analyse(query: Query, llm) -> tuple[Query, str]:
-    if llm is None:
-        return query, "skipped: no LLM provider"
-    raise NotImplementedError  # pragma: no cover - arrives with the LLM providers
+def analyse(ctx, query: Query) -> Step[Query]:
+    return llm_unavailable(ctx, query)

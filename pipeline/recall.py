@@ -11,69 +11,58 @@
 | 7 | relevance threshold | threshold.py | no shared word and cosine under recall.min_similarity: dropped |
 | 8 | scoring adjustments | adjust.py | pass-through for now |
 | 9 | token-budgeted assembly | assemble.py | best memories within max_tokens and limit |
+
+Every stage follows one contract (``pipeline/stage.py``): it gets the ``RecallContext`` and its
+input, returns its output, and ``run_stage`` records time, counts, status (``ran``, ``skipped: why``,
+``degraded: why``) and prompt. Stages given a fallback are optional: if they fail, the recall goes on
+with their input and the trace says ``degraded``.
 """
 
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
-
 from . import adjust, assemble, fuse, hyde, intent, rerank, retrieve, synthesize, threshold
-from .records import Query, RecallRequest, RecallResult, StageTrace, Trace
+from .context import RecallContext
+from .records import Query, RecallResult
+from .stage import run_stage
 
 
-@contextmanager
-def _stage(trace: Trace, name: str, count_in: int):
-    st = StageTrace(stage=name, ms=0.0, count_in=count_in, count_out=count_in, status="ran")
-    t0 = time.perf_counter()
-    try:
-        yield st
-    finally:
-        st.ms = (time.perf_counter() - t0) * 1000
-        trace.stages.append(st)
+def _texts(q: Query) -> int:
+    return 1 + len(q.variants) + (1 if q.hypothetical else 0)
 
 
-async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve.ARMS) -> RecallResult:
-    cfg, llm, trace = engine.config.recall, engine.llm, Trace()
+def _threshold(ctx: RecallContext, candidates):
+    return threshold.apply_floor(candidates, ctx.config.recall.min_similarity)
+
+
+def _assemble(ctx: RecallContext, candidates):
+    req = ctx.request
+    return assemble.assemble(candidates, limit=req.limit, max_tokens=req.max_tokens)
+
+
+async def recall(ctx: RecallContext) -> RecallResult:
+    req, cfg = ctx.request, ctx.config.recall
     query = Query(text=req.query)
-
-    with _stage(trace, "intent", 1) as st:
-        query, st.status = intent.analyse(query, llm)
-    with _stage(trace, "synthesis", 1) as st:
-        query, st.status = synthesize.synthesize(query, llm)
-        st.count_out = 1 + len(query.variants)
-    with _stage(trace, "hyde", st.count_out) as st:
-        query, st.status = hyde.hypothesise(query, llm)
-    with _stage(trace, "retrieval", 1 + len(query.variants)) as st:
-        found = await retrieve.retrieve(
-            engine.store,
-            engine.embedder,
-            query,
-            req,
-            k=cfg.candidates_per_arm,
-            common_df=cfg.keyword_common_df,
-            arms=arms,
-        )
-        st.count_out = len(found.scores)
-        st.detail = {"arms": {name: len(hits) for name, hits in found.lists.items()}}
-    with _stage(trace, "fusion", st.count_out) as st:
-        weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight}
-        candidates = fuse.fuse(found, method=cfg.fusion, rrf_k=cfg.rrf_k, weights=weights)
-        st.count_out = len(candidates)
-        st.detail = {"method": cfg.fusion}
-    with _stage(trace, "rerank", len(candidates)) as st:
-        candidates, st.status = rerank.rerank(req.query, candidates, llm)
-    with _stage(trace, "threshold", len(candidates)) as st:
-        candidates = threshold.apply_floor(candidates, cfg.min_similarity)
-        st.count_out = len(candidates)
-        st.detail = {"min_similarity": cfg.min_similarity}
-    with _stage(trace, "adjustments", len(candidates)) as st:
-        candidates, st.status = adjust.adjust(candidates, req.reference_time)
-    with _stage(trace, "assembly", len(candidates)) as st:
-        chosen, tokens = assemble.assemble(candidates, limit=req.limit, max_tokens=req.max_tokens)
-        st.count_out = len(chosen)
-        st.detail = {"tokens_used": tokens, "max_tokens": req.max_tokens, "limit": req.limit}
-
+    query = await run_stage(ctx, "intent", intent.analyse, query, count=_texts, fallback=query)
+    query = await run_stage(ctx, "synthesis", synthesize.synthesize, query, count=_texts, fallback=query)
+    query = await run_stage(ctx, "hyde", hyde.hypothesise, query, count=_texts, fallback=query)
+    found = await run_stage(
+        ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
+    )
+    candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
+    candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
+    candidates = await run_stage(
+        ctx, "threshold", _threshold, candidates, detail={"min_similarity": cfg.min_similarity}
+    )
+    candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
+    chosen, tokens = await run_stage(
+        ctx,
+        "assembly",
+        _assemble,
+        candidates,
+        count=lambda r: len(r[0]) if isinstance(r, tuple) else len(r),
+        detail={"max_tokens": req.max_tokens, "limit": req.limit},
+    )
+    ctx.trace.stages[-1].detail["tokens_used"] = tokens
     return RecallResult(
-        memories=[(c.memory, c.score) for c in chosen], ranked=candidates, tokens_used=tokens, trace=trace
+        memories=[(c.memory, c.score) for c in chosen], ranked=candidates, tokens_used=tokens, trace=ctx.trace
     )

@@ -23,8 +23,17 @@ class Memory:
     updated_at: datetime
     expires_at: datetime | None
     source: str | None
-    access_count: int = 0
+    access_count: int = 0  # recalls that returned it (memory_access; not read on the recall path)
     last_accessed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What remember did with one memory."""
+
+    id: UUID
+    status: str  # "created", or "duplicate" when this exact memory was already stored
+    project: str
 
 
 @dataclass(slots=True)
@@ -33,8 +42,7 @@ class Candidate:
 
     memory: Memory
     score: float = 0.0
-    ranks: dict[str, int] = field(default_factory=dict)  # arm -> 1-based rank in that arm
-    arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, ts_rank)
+    arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, BM25)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +64,7 @@ class StageTrace:
     ms: float
     count_in: int
     count_out: int
-    status: str  # "ran", or "skipped: <why>"
+    status: str  # "ran", "skipped: <why>", "degraded: <why>" or "failed: <why>"
     detail: dict[str, Any] = field(default_factory=dict)
 
 

@@ -6,9 +6,8 @@ Needs an LLM (or a cross-encoder, later); without one the fused order is kept.
 from __future__ import annotations
 
 from .records import Candidate
+from .stage import Step, llm_unavailable
 
 
-def rerank(query: str, candidates: list[Candidate], llm) -> tuple[list[Candidate], str]:
-    if llm is None:
-        return candidates, "skipped: no LLM provider"
-    raise NotImplementedError  # pragma: no cover - arrives with the LLM providers
+def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    return llm_unavailable(ctx, candidates)

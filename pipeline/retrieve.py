@@ -1,6 +1,10 @@
-"""Stage 4, retrieval: the vector (pgvector cosine, HNSW) and keyword (BM25 over PostgreSQL full-text
-lexemes, OR semantics) arms, for the question and every synthesised variant. Graph and temporal
-arms come later.
+"""Stage 4, retrieval: every registered arm (``pipeline/arms.py``) for the question and every
+synthesised variant, plus the HyDE passage on the arms that need an embedding.
+
+Store arms (vector, keyword) run in one SQL statement per query text; an arm that needs no
+embedding starts while the texts are embedded, so the slower of the two sets the pace instead of
+their sum. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
+arms (graph, temporal) run last, with the store arms' hits as entry points.
 """
 
 from __future__ import annotations
@@ -8,20 +12,25 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .records import Memory, Query, RecallRequest, stable_key
+from . import arms as arm_registry
+from .records import Memory, Query, stable_key
+from .stage import Step
 
-ARMS = ("vector", "keyword")
+# Concurrent per-text statements of one recall. Each holds a pool connection; two leave room in the
+# default pool of 8 for other requests, and with up to 4 texts (question, 2-3 variants) and HyDE
+# the gain over sequential is already most of what parallelism can give on a 2-core machine.
+MAX_PARALLEL_SEARCHES = 2
 
 
 @dataclass(slots=True)
 class Retrieved:
-    """Ranked lists per arm and query variant (``vector``, ``keyword``, ``vector:1``...), plus every
-    candidate's exact score on each active arm (the best over the query variants)."""
+    """Ranked lists per arm and query text (``vector``, ``keyword``, ``vector:1``, ``vector:hyde``...),
+    plus every candidate's exact score on each active arm (the best over the query texts)."""
 
+    arms: tuple[str, ...] = field(default_factory=arm_registry.names)
     lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
     memories: dict[str, Memory] = field(default_factory=dict)
-    arms: tuple[str, ...] = ARMS
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -38,54 +47,69 @@ class Retrieved:
                 if arm in h.scores:
                     best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
 
+    def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
+        """A Python arm's ranked list: it scores only its own hits."""
+        if not ranked:
+            return
+        self.lists[arm] = ranked
+        for memory, score in ranked:
+            key = str(memory.id)
+            self.memories.setdefault(key, memory)
+            best = self.scores.setdefault(key, {})
+            best[arm] = max(best.get(arm, float("-inf")), score)
 
-async def retrieve(
-    store,
-    embedder,
-    query: Query,
-    req: RecallRequest,
-    *,
-    k: int,
-    common_df: float = 0.05,
-    arms: tuple[str, ...] = ARMS,
-) -> Retrieved:
+
+async def retrieve(ctx, query: Query) -> Step[Retrieved]:
+    req, cfg = ctx.request, ctx.config.recall
+    active = arm_registry.resolve(ctx.arms)
+    store_arms = tuple(a.name for a in active if a.in_store)
     texts = [query.text, *query.variants]
+    wants_embedding = any("embedding" in a.needs for a in active)
     embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
     filters = {
         "project": req.project,
-        "k": k,
+        "k": cfg.candidates_per_arm,
         "category": req.category,
         "tags": req.tags,
-        "common_df": common_df,
+        "common_df": cfg.keyword_common_df,
     }
-    keyword_ids: list = [None] * len(texts)
+    early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
+    preselected: list[dict[str, list]] = [{} for _ in texts]
     vectors: list = []
-    if "vector" in arms:
-        # The keyword arm needs no embedding: run it while the query is embedded (CPU, in a thread),
-        # so the slower of the two sets the pace instead of their sum.
-        tasks = (
-            [asyncio.ensure_future(store.keyword_candidates(query=t, **filters)) for t in texts]
-            if "keyword" in arms
-            else []
-        )
+    if wants_embedding:
+        tasks = {
+            (i, name): asyncio.ensure_future(ctx.store.candidates(name, query=t, **filters))
+            for i, t in enumerate(texts)
+            for name in early
+        }
         try:
-            vectors = await asyncio.to_thread(embedder.embed_batch, embed_texts)
-            if tasks:
-                keyword_ids = list(await asyncio.gather(*tasks))
+            vectors = await asyncio.to_thread(ctx.embedder.embed_batch, embed_texts)
+            for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
+                preselected[i][name] = ids
         finally:
-            for t in tasks:
+            for t in tasks.values():
                 t.cancel()
-    out = Retrieved(arms=arms)
-    for i, text in enumerate(texts):
-        hits = await store.search(
-            query=text,
-            embedding=vectors[i] if vectors else None,
-            arms=arms,
-            keyword_ids=keyword_ids[i],
-            **filters,
-        )
-        out.add("" if i == 0 else f":{i}", hits)
+
+    limit = asyncio.Semaphore(MAX_PARALLEL_SEARCHES)
+
+    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list]):
+        async with limit:
+            return await ctx.store.search(
+                query=text, embedding=embedding, arms=selected, preselected=pre, **filters
+            )
+
+    jobs = [
+        (("" if i == 0 else f":{i}"), search(t, vectors[i] if vectors else None, store_arms, preselected[i]))
+        for i, t in enumerate(texts)
+    ]
     if query.hypothetical and vectors:
-        hits = await store.search(query="", embedding=vectors[-1], arms=("vector",), **filters)
-        out.add(":hyde", hits)
-    return out
+        embedding_arms = tuple(n for n in store_arms if arm_registry.REGISTRY[n].needs == {"embedding"})
+        if embedding_arms:
+            jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
+    out = Retrieved(arms=tuple(a.name for a in active))
+    for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
+        out.add(suffix, hits)
+    for arm in active:
+        if not arm.in_store:
+            out.add_list(arm.name, await arm.run(ctx, query, out))
+    return Step(out, detail={"arms": {name: len(hits) for name, hits in out.lists.items()}})

@@ -6,9 +6,8 @@ Needs an LLM; without one the original question is the only query.
 from __future__ import annotations
 
 from .records import Query
+from .stage import Step, llm_unavailable
 
 
-def synthesize(query: Query, llm) -> tuple[Query, str]:
-    if llm is None:
-        return query, "skipped: no LLM provider"
-    raise NotImplementedError  # pragma: no cover - arrives with the LLM providers
+def synthesize(ctx, query: Query) -> Step[Query]:
+    return llm_unavailable(ctx, query)

@@ -161,18 +161,20 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
         async with engine_for_call() as eng:
             out = await eng.remember(
-                content=content,
-                project=project,
-                category=category,
-                tags=tags,
-                pinned=pinned,
-                priority=priority,
-                occurred_at=occurred_at,
-                expires_at=expires_at,
-                metadata=metadata,
-                source="mcp",
+                {
+                    "content": content,
+                    "project": project,
+                    "category": category,
+                    "tags": tags,
+                    "pinned": pinned,
+                    "priority": priority,
+                    "occurred_at": occurred_at,
+                    "expires_at": expires_at,
+                    "metadata": metadata,
+                    "source": "mcp",
+                }
             )
-        return RememberResult(**out)
+        return RememberResult.of(out)
 
     @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False))
     async def recall(

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.errors import InvalidInput, MemlaneError
 
-from .models import MemoryOut
+from .models import MemoryOut, RememberResult
 from .settings import Settings
 
 # Fields an export line carries that import recomputes or ignores.
@@ -20,7 +20,8 @@ EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_
 
 async def with_engine(settings: Settings, handler, args) -> int:
     engine = Engine(settings.engine())
-    await engine.open(check_model=handler is not cmd_reembed)
+    if handler is not cmd_doctor:  # doctor opens it itself, to report what fails instead of stopping
+        await engine.open(check_model=handler is not cmd_reembed)
     try:
         return await handler(engine, args)
     finally:
@@ -41,18 +42,20 @@ async def cmd_remember(engine: Engine, args) -> int:
         except json.JSONDecodeError as e:
             raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
     out = await engine.remember(
-        content=args.content,
-        project=args.project,
-        category=args.category,
-        tags=args.tags,
-        pinned=args.pinned,
-        priority=args.priority,
-        occurred_at=args.occurred_at,
-        expires_at=args.expires_at,
-        metadata=metadata,
-        source="cli",
+        {
+            "content": args.content,
+            "project": args.project,
+            "category": args.category,
+            "tags": args.tags,
+            "pinned": args.pinned,
+            "priority": args.priority,
+            "occurred_at": args.occurred_at,
+            "expires_at": args.expires_at,
+            "metadata": metadata,
+            "source": "cli",
+        }
     )
-    print(json.dumps(out))
+    print(json.dumps(RememberResult.of(out).model_dump()))
     return 0
 
 
@@ -121,15 +124,15 @@ async def cmd_import(engine: Engine, args) -> int:
     """Validates the whole file first (nothing is written if a line is bad), then writes in batches.
     Memories are identified by project, content and occurred_at, so re-running the same file (after
     an interruption, say) adds only what is missing."""
-    from memlane.pipeline import remember as remember_path
+    from memlane.pipeline.inputs import MemoryInput
 
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be at least 1")
     numbered, errors = _read_jsonl(args.file, args.project)
-    drafts = []
+    inputs: list[MemoryInput] = []
     for n, obj in numbered:
         try:
-            drafts.append(remember_path.draft(engine.config, obj))
+            inputs.append(MemoryInput.parse(engine.config, obj))
         except InvalidInput as e:
             errors.append(f"line {n}: {e}")
     if errors:
@@ -137,15 +140,15 @@ async def cmd_import(engine: Engine, args) -> int:
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         raise InvalidInput(f"{args.file}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
     created = duplicate = 0
-    with _progress(len(drafts), "importing") as bar:
-        for i in range(0, len(drafts), args.batch_size):
-            batch = drafts[i : i + args.batch_size]
-            results = await remember_path.store_drafts(engine.store, engine.embedder, batch)
-            c = sum(1 for _, new in results if new)
+    with _progress(len(inputs), "importing") as bar:
+        for i in range(0, len(inputs), args.batch_size):
+            batch = inputs[i : i + args.batch_size]
+            results = await engine.remember_many(batch)
+            c = sum(1 for r in results if r.status == "created")
             created += c
             duplicate += len(results) - c
             bar.update(len(batch))
-    print(json.dumps({"read": len(drafts), "created": created, "duplicate": duplicate}))
+    print(json.dumps({"read": len(inputs), "created": created, "duplicate": duplicate}))
     return 0
 
 
@@ -181,23 +184,26 @@ async def cmd_doctor(engine: Engine, args) -> int:
     report: dict[str, Any] = {}
     report["data_dir"] = str(engine.data_dir) if engine.dsn_kind == "embedded" else None
     report["database"] = engine.dsn_kind
-    async with engine.store.pool.connection() as conn:
-        cur = await conn.execute("SHOW server_version")
-        report["postgres"] = (await cur.fetchone())[0]
-        cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        report["pgvector"] = (await cur.fetchone())[0]
-    stats = await engine.stats()
-    report["schema_version"] = stats["schema_version"]
-    report["memories"] = stats["memories"]
-    report["recorded_model"] = stats["embedding_model"]
-    report["configured_model"] = stats["configured_model"]
-    if stats["embedding_model"] != stats["configured_model"]:
+    report["configured_model"] = engine.embedder.model_id
+    try:
+        # Without the model check: a store of another model is a finding to report, not a stop.
+        await engine.open(check_model=False)
+        report.update(await engine.store.server_info())
+        stats = await engine.stats()
+    except MemlaneError as e:
         ok = False
-        report["model_problem"] = "recorded and configured models differ: run `memlane reembed`"
-    if stats["missing_embeddings"]:
-        ok = False
-        report["missing_embeddings"] = stats["missing_embeddings"]
-        report["model_problem"] = "some memories have no vector: run `memlane reembed`"
+        report["database_problem"] = str(e)
+    else:
+        report["schema_version"] = stats["schema_version"]
+        report["memories"] = stats["memories"]
+        report["recorded_model"] = stats["embedding_model"]
+        if stats["embedding_model"] not in (None, stats["configured_model"]):
+            ok = False
+            report["model_problem"] = "recorded and configured models differ: run `memlane reembed`"
+        elif stats["missing_embeddings"]:
+            ok = False
+            report["missing_embeddings"] = stats["missing_embeddings"]
+            report["model_problem"] = "some memories have no vector: run `memlane reembed`"
     try:
         vec = await asyncio.to_thread(engine.embedder.embed, "memlane doctor")
         report["embedding_check"] = f"ok ({len(vec)} dimensions)"

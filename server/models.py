@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memlane.pipeline.records import Memory
+from memlane.pipeline.records import Memory, Remembered
 
 
 class MemoryOut(BaseModel):
@@ -47,6 +47,10 @@ class RememberResult(BaseModel):
     id: str
     status: str = Field(description="'created', or 'duplicate' when this exact memory was already stored.")
     project: str
+
+    @classmethod
+    def of(cls, r: Remembered) -> RememberResult:
+        return cls(id=str(r.id), status=r.status, project=r.project)
 
 
 class RecallResult(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.config import EngineConfig, secret_fields
 from memlane.pipeline.errors import ConfigError
 
 ENV_PREFIX = "MEMLANE_"
@@ -58,11 +58,12 @@ class Settings(BaseSettings, EngineConfig):
         return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml))
 
     def engine(self) -> EngineConfig:
-        data = self.model_dump(exclude={"server"})
-        # SecretStr dumps as a mask; carry the real secrets over.
-        data["database"]["url"] = self.database.url
-        data["embedding"]["api_key"] = self.embedding.api_key
-        return EngineConfig.model_validate(data)
+        """The engine's part of these settings: the same validated sections (secrets included),
+        without a dump and a second validation."""
+        return EngineConfig.model_construct(
+            _fields_set=self.model_fields_set - {"server"},
+            **{name: getattr(self, name) for name in EngineConfig.model_fields},
+        )
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -115,11 +116,14 @@ def load(config_path: str | os.PathLike | None = None, **overrides: Any) -> Sett
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {p} is not valid TOML: {e}") from None
         source = f"{p} and environment"
-        for secret in (("database", "url"), ("embedding", "api_key")):
-            if isinstance(data.get(secret[0]), dict) and secret[1] in data[secret[0]]:
+        for secret in secret_fields(Settings):
+            node: Any = data
+            for key in secret[:-1]:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict) and secret[-1] in node:
                 raise ConfigError(
                     f"'{'.'.join(secret)}' is a secret: set it in the environment "
-                    f"(MEMLANE_{secret[0].upper()}__{secret[1].upper()}), not in {p}"
+                    f"({ENV_PREFIX}{'__'.join(secret).upper()}), not in {p}"
                 )
     _check_env_names()
     Settings._toml = data

@@ -30,12 +30,12 @@ def assert_statistics_exact(database_url):
 
 
 async def test_statistics_follow_inserts_updates_and_deletes(engine, database_url):
-    a = await engine.remember(content="The deploy pipeline uses GitHub Actions", project="ops")
-    await engine.remember(content="Deploys are frozen during the holidays", project="ops")
-    await engine.remember(content="The deploy of the billing service failed twice", project="billing")
-    await engine.update(a["id"], {"content": "The deploy pipeline moved to Buildkite"})
-    await engine.update(a["id"], {"tags": ["ci"]})  # no text change: statistics untouched
-    await engine.forget(a["id"])
+    a = await engine.remember({"content": "The deploy pipeline uses GitHub Actions", "project": "ops"})
+    await engine.remember({"content": "Deploys are frozen during the holidays", "project": "ops"})
+    await engine.remember({"content": "The deploy of the billing service failed twice", "project": "billing"})
+    await engine.update(a.id, {"content": "The deploy pipeline moved to Buildkite"})
+    await engine.update(a.id, {"tags": ["ci"]})  # no text change: statistics untouched
+    await engine.forget(a.id)
     assert_statistics_exact(database_url)
     for m in list((await engine.recall(engine.recall_request("deploy", project="billing"))).memories):
         await engine.forget(m[0].id)
@@ -71,7 +71,7 @@ async def test_concurrent_batches_with_shared_words_neither_deadlock_nor_drift(
 async def test_rare_words_outweigh_words_every_memory_has(engine):
     # "Alice" is in every memory, so BM25's idf makes the rare word decide the ranking.
     for i in range(20):
-        await engine.remember(content=f"Alice: note number {i} about the weather")
-    await engine.remember(content="Alice: my sister adopted a greyhound")
+        await engine.remember({"content": f"Alice: note number {i} about the weather"})
+    await engine.remember({"content": "Alice: my sister adopted a greyhound"})
     res = await engine.recall(engine.recall_request("Alice greyhound", limit=1))
     assert res.memories[0][0].content == "Alice: my sister adopted a greyhound"

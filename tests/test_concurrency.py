@@ -107,11 +107,11 @@ async def test_engines_migrating_one_fresh_database_concurrently_all_succeed(
         # Every engine works on the one schema and sees the others' writes.
         outs = await asyncio.gather(
             *(
-                e.remember(content=f"Engine {i} wrote this note about migrations")
+                e.remember({"content": f"Engine {i} wrote this note about migrations"})
                 for i, e in enumerate(engines)
             )
         )
-        assert all(o["status"] == "created" for o in outs)
+        assert all(o.status == "created" for o in outs)
         for e in engines:
             s = await e.stats()
             assert s["memories"] == n_engines
@@ -122,8 +122,11 @@ async def test_engines_migrating_one_fresh_database_concurrently_all_succeed(
 
 async def test_concurrent_remembers_of_one_memory_store_it_once(engine):
     outs = await asyncio.gather(
-        *(engine.remember(content="The incident review is every Wednesday", project="ops") for _ in range(12))
+        *(
+            engine.remember({"content": "The incident review is every Wednesday", "project": "ops"})
+            for _ in range(12)
+        )
     )
-    assert len({o["id"] for o in outs}) == 1
-    assert sorted(o["status"] for o in outs) == ["created"] + ["duplicate"] * 11
+    assert len({o.id for o in outs}) == 1
+    assert sorted(o.status for o in outs) == ["created"] + ["duplicate"] * 11
     assert (await engine.stats())["projects"] == {"ops": 1}

@@ -37,7 +37,7 @@ def test_rrf_rewards_agreement_between_arms():
     )
     assert [x.memory.content for x in fused] == ["b", "a", "c"]
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
-    assert fused[0].ranks == {"vector": 2, "keyword": 1}
+    assert fused[0].arm_scores == {"vector": 0.8, "keyword": 2.0}
 
 
 def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
@@ -47,9 +47,9 @@ def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
 
 
 def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
-    kw = Candidate(mem("kw"), ranks={"keyword": 1, "vector": 9}, arm_scores={"keyword": 0.1, "vector": 0.01})
-    weak = Candidate(mem("weak"), ranks={"vector": 1}, arm_scores={"vector": 0.05})
-    strong = Candidate(mem("strong"), ranks={"vector": 2}, arm_scores={"vector": 0.4})
+    kw = Candidate(mem("kw"), arm_scores={"keyword": 0.1, "vector": 0.01})
+    weak = Candidate(mem("weak"), arm_scores={"vector": 0.05})
+    strong = Candidate(mem("strong"), arm_scores={"vector": 0.4})
     kept = threshold.apply_floor([kw, weak, strong], 0.1)
     assert [c.memory.content for c in kept] == ["kw", "strong"]
 

@@ -46,16 +46,20 @@ async def test_reopening_a_migrated_database_changes_nothing(engine_config, embe
 async def test_expired_memories_are_not_recalled(engine):
     past = (datetime.now(UTC) - timedelta(days=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    await engine.remember(content="The staging password rotates weekly", expires_at=past)
-    await engine.remember(content="The staging server is called kestrel", expires_at=future)
+    await engine.remember({"content": "The staging password rotates weekly", "expires_at": past})
+    await engine.remember({"content": "The staging server is called kestrel", "expires_at": future})
     assert await contents(engine, "staging") == ["The staging server is called kestrel"]
 
 
 async def test_category_and_tag_filters_narrow_recall(engine):
-    await engine.remember(content="Use black for Python formatting", category="preference", tags=["python"])
-    await engine.remember(content="Python 3.12 was adopted in March", category="decision", tags=["python"])
     await engine.remember(
-        content="Use prettier for TypeScript formatting", category="preference", tags=["ts"]
+        {"content": "Use black for Python formatting", "category": "preference", "tags": ["python"]}
+    )
+    await engine.remember(
+        {"content": "Python 3.12 was adopted in March", "category": "decision", "tags": ["python"]}
+    )
+    await engine.remember(
+        {"content": "Use prettier for TypeScript formatting", "category": "preference", "tags": ["ts"]}
     )
     assert await contents(engine, "formatting", category="preference", tags=["python"]) == [
         "Use black for Python formatting"
@@ -63,18 +67,18 @@ async def test_category_and_tag_filters_narrow_recall(engine):
 
 
 async def test_update_reembeds_new_content(engine):
-    out = await engine.remember(content="The team meets on Mondays")
-    await engine.update(out["id"], {"content": "The team standup moved to Thursdays at 10"})
+    out = await engine.remember({"content": "The team meets on Mondays"})
+    await engine.update(out.id, {"content": "The team standup moved to Thursdays at 10"})
     res = await engine.recall(engine.recall_request("when is standup?", limit=1))
     assert res.memories[0][0].content == "The team standup moved to Thursdays at 10"
 
 
 async def test_update_into_an_existing_memory_is_refused(engine):
-    await engine.remember(content="Alpha fact")
-    b = await engine.remember(content="Beta fact")
+    await engine.remember({"content": "Alpha fact"})
+    b = await engine.remember({"content": "Beta fact"})
     with pytest.raises(InvalidInput, match="identical memory"):
-        await engine.update(b["id"], {"content": "Alpha fact"})
-    assert (await engine.get(b["id"])).content == "Beta fact"
+        await engine.update(b.id, {"content": "Alpha fact"})
+    assert (await engine.get(b.id)).content == "Beta fact"
 
 
 async def test_forget_unknown_id_is_not_found(engine):
@@ -89,14 +93,14 @@ async def test_a_failing_batch_writes_nothing(engine):
 
 
 async def test_recall_counts_accesses(engine):
-    out = await engine.remember(content="Grace Hopper popularised the term debugging")
+    out = await engine.remember({"content": "Grace Hopper popularised the term debugging"})
     await engine.recall(engine.recall_request("who popularised debugging?"))
-    m = await engine.get(out["id"])
+    m = await engine.get(out.id)
     assert m.access_count == 1 and m.last_accessed_at is not None
 
 
 async def test_concurrent_remembers_in_one_process_lose_nothing(engine):
-    await asyncio.gather(*(engine.remember(content=f"Concurrent fact number {i}") for i in range(40)))
+    await asyncio.gather(*(engine.remember({"content": f"Concurrent fact number {i}"}) for i in range(40)))
     assert (await engine.stats())["memories"] == 40
 
 
@@ -114,7 +118,7 @@ def other_model_config(database_url, tmp_path) -> EngineConfig:
 async def test_another_model_against_a_populated_store_is_refused_with_the_way_out(
     engine, database_url, tmp_path
 ):
-    await engine.remember(content="Something embedded with the default model")
+    await engine.remember({"content": "Something embedded with the default model"})
     other = Engine(other_model_config(database_url, tmp_path))
     with pytest.raises(ModelMismatch, match=r"memlane reembed"):
         await other.open()
@@ -122,7 +126,7 @@ async def test_another_model_against_a_populated_store_is_refused_with_the_way_o
 
 async def test_reembed_switches_the_model_and_keeps_every_memory_recallable(engine, database_url, tmp_path):
     for text in ("Ada wrote the first program", "Linus started Linux in 1991", "Guido created Python"):
-        await engine.remember(content=text)
+        await engine.remember({"content": text})
     await engine.close()
     cfg = other_model_config(database_url, tmp_path)
     other = Engine(cfg, embedder=make_embedder(cfg.embedding))

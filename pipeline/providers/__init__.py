@@ -1,1 +1,2 @@
-"""Embedding (and, later, LLM) providers behind small interfaces, registered by name."""
+"""Providers behind small interfaces: embedders (``embedder.py``: ``make_embedder`` picks one by
+``embedding.provider``) and the LLM interface the LLM stages call (``llm.py``)."""

@@ -140,7 +140,13 @@ class OpenAIEmbedder(Embedder):
     provider = "openai"
 
     def __init__(
-        self, model: str, dim: int | None, batch_size: int, base_url: str | None, api_key: str | None
+        self,
+        model: str,
+        dim: int | None,
+        batch_size: int,
+        base_url: str | None,
+        api_key: str | None,
+        timeout_s: float = 30.0,
     ):
         super().__init__()
         self.name = model
@@ -149,6 +155,7 @@ class OpenAIEmbedder(Embedder):
             raise ConfigError(f"embedding.dimensions must be set for OpenAI model {model!r}")
         self.batch_size = batch_size
         self.base_url = base_url
+        self.timeout_s = timeout_s
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._client = None
 
@@ -159,7 +166,7 @@ class OpenAIEmbedder(Embedder):
             )
         import openai
 
-        self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url)
+        self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s)
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         import math
@@ -186,5 +193,5 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
         return emb
     if cfg.provider == "openai":
         key = cfg.api_key.get_secret_value() if cfg.api_key else None
-        return OpenAIEmbedder(cfg.model, cfg.dimensions, cfg.batch_size, cfg.base_url, key)
+        return OpenAIEmbedder(cfg.model, cfg.dimensions, cfg.batch_size, cfg.base_url, key, cfg.timeout_s)
     raise ConfigError(f"embedding.provider {cfg.provider!r} is unknown; use 'local' or 'openai'")

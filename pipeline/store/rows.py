@@ -8,7 +8,7 @@ from ..records import Memory
 
 MEMORY_COLUMNS = (
     "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "
-    "updated_at, expires_at, source, access_count, last_accessed_at"
+    "updated_at, expires_at, source"
 )
 
 
@@ -27,6 +27,7 @@ def row_to_memory(r: dict[str, Any]) -> Memory:
         updated_at=r["updated_at"],
         expires_at=r["expires_at"],
         source=r["source"],
-        access_count=r["access_count"],
-        last_accessed_at=r["last_accessed_at"],
+        # Only Store.get joins the access statistics (memory_access); elsewhere they are not read.
+        access_count=r.get("access_count") or 0,
+        last_accessed_at=r.get("last_accessed_at"),
     )

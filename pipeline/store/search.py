@@ -7,8 +7,10 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+import psycopg
 from psycopg.rows import dict_row
 
+from ..errors import ModelMismatch
 from ..records import Memory
 from .rows import MEMORY_COLUMNS, row_to_memory
 
@@ -53,6 +55,35 @@ BM25 = "memlane_bm25(m.tsv, qidf.lexemes, qidf.idfs, qidf.avgdl)"
 
 
 @dataclass(frozen=True, slots=True)
+class SqlArm:
+    """A store arm's part of the joint statement (see ``pipeline/arms.py``): a CTE of its top k
+    candidate ids, and a score expression over ``m`` that is computed for every candidate."""
+
+    cte: str
+    select: str  # the candidate query, with {where} for the shared filters
+    score: str
+    needs_embedding: bool
+
+
+SQL_ARMS: dict[str, SqlArm] = {
+    "vector": SqlArm(
+        cte="vec",
+        select="SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
+        " ORDER BY m.embedding <=> %(emb)s, m.content_hash LIMIT %(k)s",
+        score="1 - (m.embedding <=> %(emb)s)",
+        needs_embedding=True,
+    ),
+    "keyword": SqlArm(
+        cte="kw",
+        select=f"SELECT m.id FROM memories m, qidf WHERE {{where}} AND m.tsv @@ qidf.tq"
+        f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s",
+        score=BM25,
+        needs_embedding=False,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A retrieved memory, its score on every arm (cosine similarity, BM25) and the arms whose top k
     it was in."""
@@ -77,15 +108,9 @@ class SearchQueries:
             params["tags"] = list(tags)
         return " AND ".join(filters), params
 
-    @staticmethod
-    def _keyword_cte(where: str) -> str:
-        return (
-            f"kw AS (SELECT m.id FROM memories m, qidf WHERE {where} AND m.tsv @@ qidf.tq"
-            f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s)"
-        )
-
-    async def keyword_candidates(
+    async def candidates(
         self,
+        arm: str,
         *,
         project: str,
         query: str,
@@ -94,10 +119,15 @@ class SearchQueries:
         tags: tuple[str, ...] = (),
         common_df: float = 0.05,
     ) -> list[UUID]:
-        """The keyword arm alone: ids of the top k memories by BM25. Needs no embedding, so recall
-        runs it while the query is being embedded."""
+        """One store arm alone: the ids of its top k. For arms that need no embedding (keyword), so
+        recall runs them while the query is being embedded."""
+        spec = SQL_ARMS[arm]
+        if spec.needs_embedding:
+            raise ValueError(f"the {arm} arm needs an embedding; use search()")
         where, params = self._where(project, query, k, category, tags, common_df)
-        sql = f"WITH {QUERY_CTES}, {self._keyword_cte(where)} SELECT id FROM kw"
+        sql = (
+            f"WITH {QUERY_CTES}, {spec.cte} AS ({spec.select.format(where=where)}) SELECT id FROM {spec.cte}"
+        )
         async with self._pool().connection() as conn:
             cur = await conn.execute(sql, params)
             return [r[0] for r in await cur.fetchall()]
@@ -111,51 +141,56 @@ class SearchQueries:
         k: int,
         category: str | None = None,
         tags: tuple[str, ...] = (),
-        arms: tuple[str, ...] = ("vector", "keyword"),
+        arms: tuple[str, ...] = tuple(SQL_ARMS),
         common_df: float = 0.05,
-        keyword_ids: list[UUID] | None = None,
+        preselected: dict[str, list[UUID]] | None = None,
     ) -> list[Hit]:
-        """Run the vector arm (top k by cosine) and the keyword arm (top k by BM25; or take its result,
-        ``keyword_ids``, from keyword_candidates), then score every candidate of either arm on both:
-        exact scores for the union let fusion weigh a memory that the other arm ranked just outside
+        """Run the store arms (each its top k; an arm in ``preselected`` already ran, through
+        ``candidates``), then score every candidate of any arm on every arm that can score it:
+        exact scores for the union let fusion weigh a memory that another arm ranked just outside
         its top k."""
+        preselected = preselected or {}
         where, params = self._where(project, query, k, category, tags, common_df)
-        ctes, arm_ids = [QUERY_CTES], []
-        use_vector = "vector" in arms and embedding is not None
-        use_keyword = "keyword" in arms
-        if use_vector:
+        if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
-            ctes.append(
-                "vec AS (SELECT m.id FROM memories m"
-                f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(emb)s, m.content_hash LIMIT %(k)s)"
-            )
-            arm_ids.append("SELECT id FROM vec")
-        if use_keyword:
-            if keyword_ids is None:
-                ctes.append(self._keyword_cte(where))
-            else:
-                params["kw_ids"] = keyword_ids
-                ctes.append("kw AS (SELECT unnest(%(kw_ids)s::uuid[]) AS id)")
-            arm_ids.append("SELECT id FROM kw")
-        if not arm_ids:
+        usable = {n: s for n, s in SQL_ARMS.items() if embedding is not None or not s.needs_embedding}
+        selecting = [n for n in usable if n in arms]
+        if not selecting:
             return []
+        ctes = [QUERY_CTES]
+        for name in selecting:
+            spec = usable[name]
+            if name in preselected:
+                params[f"{name}_ids"] = preselected[name]
+                ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)s::uuid[]) AS id)")
+            else:
+                ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
         cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
-        vector_score = "1 - (m.embedding <=> %(emb)s)" if use_vector else "NULL::float8"
-        in_vector = "m.id IN (SELECT id FROM vec)" if use_vector else "false"
-        in_keyword = "m.id IN (SELECT id FROM kw)" if use_keyword else "false"
+        scores = ", ".join(f"{spec.score} AS {name}_score" for name, spec in usable.items())
+        flags = ", ".join(f"m.id IN (SELECT id FROM {usable[n].cte}) AS in_{n}" for n in selecting)
+        union = " UNION ".join(f"SELECT id FROM {usable[n].cte}" for n in selecting)
         sql = (
-            f"WITH {', '.join(ctes)} SELECT {cols}, {BM25} AS keyword_score, {vector_score} AS vector_score,"
-            f" {in_vector} AS in_vector, {in_keyword} AS in_keyword"
-            f" FROM ({' UNION '.join(arm_ids)}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
+            f"WITH {', '.join(ctes)} SELECT {cols}, {scores}, {flags}"
+            f" FROM ({union}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
         )
         async with self._pool().connection() as conn:
-            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            try:
+                cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            except psycopg.errors.DataException as e:
+                if "different vector dimensions" not in str(e):
+                    raise
+                # The stored vectors changed size under this process: `memlane reembed` to another
+                # model ran while it was serving.
+                raise ModelMismatch(
+                    f"the store's vectors no longer match this process's embedding model ({e}); "
+                    "`memlane reembed` probably switched the model: restart memlane configured with it"
+                ) from e
             rows = await cur.fetchall()
-        hits = []
-        for r in rows:
-            scores = {"keyword": float(r["keyword_score"])}
-            if r["vector_score"] is not None:
-                scores["vector"] = float(r["vector_score"])
-            found = tuple(a for a in ("vector", "keyword") if r[f"in_{a}"])
-            hits.append(Hit(memory=row_to_memory(r), scores=scores, found_by=found))
-        return hits
+        return [
+            Hit(
+                memory=row_to_memory(r),
+                scores={n: float(r[f"{n}_score"]) for n in usable},
+                found_by=tuple(n for n in selecting if r[f"in_{n}"]),
+            )
+            for r in rows
+        ]

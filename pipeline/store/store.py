@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..errors import InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
+from ..validate import content_hash
 from . import migrate as migrations
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
@@ -133,6 +134,9 @@ class Store(SearchQueries):
 
     async def _set_vector_column(self, conn: psycopg.AsyncConnection, model_id: str, dim: int) -> None:
         async with conn.transaction():
+            # The model's row first: writers share-lock it before touching memories (_check_model),
+            # so taking it before the table keeps one lock order and no deadlock.
+            await conn.execute("SELECT 1 FROM memlane_settings WHERE key = 'embedding_model' FOR UPDATE")
             await conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
             await conn.execute("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL")
             await conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
@@ -154,13 +158,46 @@ class Store(SearchQueries):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def insert(self, rows: list[StoredRow]) -> list[tuple[UUID, bool]]:
-        """Insert a batch in one statement; returns (id, created) per row, in order. An identical
+    async def insert(self, rows: list[StoredRow], *, model_id: str | None = None) -> list[tuple[UUID, bool]]:
+        """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
         memory (same project, content and occurred_at) is not stored twice: its existing id comes
         back with created=False. One statement per batch also keeps the BM25 statistics triggers
-        deadlock-free (see migration 0002)."""
+        deadlock-free (see migration 0002). ``model_id``: the model that made the vectors; refused
+        if the store's recorded model is another one (``memlane reembed`` ran meanwhile)."""
         if not rows:
             return []
+        async with self._pool().connection() as conn, conn.transaction():
+            if model_id is not None:
+                await self._check_model(conn, model_id)
+            ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
+            pending = rows
+            # A duplicate's row can be deleted between the INSERT that skipped it and the SELECT
+            # that looks it up; the rows left without an id are inserted again (a rare second
+            # statement in the transaction). Three rounds need two such deletions in a row.
+            for _ in range(3):
+                created = await self._insert_rows(conn, pending)
+                ids.update({k: (i, True) for k, i in created.items() if k not in ids})
+                missing = {(r.project, r.content_hash) for r in pending} - ids.keys()
+                if missing:
+                    ids.update({k: (i, False) for k, i in (await self._ids_of(conn, missing)).items()})
+                pending = [r for r in pending if (r.project, r.content_hash) not in ids]
+                if not pending:
+                    break
+            else:
+                raise StoreError("memories were deleted while this batch was being stored; retry")
+        out: list[tuple[UUID, bool]] = []
+        seen: set[tuple[str, str]] = set()
+        for r in rows:
+            key = (r.project, r.content_hash)
+            mid, created = ids[key]
+            out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
+            seen.add(key)
+        return out
+
+    @staticmethod
+    async def _insert_rows(
+        conn: psycopg.AsyncConnection, rows: list[StoredRow]
+    ) -> dict[tuple[str, str], UUID]:
         cols = list(
             zip(
                 *(
@@ -196,66 +233,130 @@ class Store(SearchQueries):
             " ORDER BY r.ord"
             " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
         )
-        async with self._pool().connection() as conn, conn.transaction():
-            cur = await conn.execute(sql, [list(c) for c in cols])
-            created = {(p, h): i for i, p, h in await cur.fetchall()}
-            keys = {(r.project, r.content_hash) for r in rows} - created.keys()
-            existing: dict[tuple[str, str], UUID] = {}
-            if keys:
-                cur = await conn.execute(
-                    "SELECT id, project, content_hash FROM memories"
-                    " WHERE (project, content_hash) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-                    ([k[0] for k in keys], [k[1] for k in keys]),
-                )
-                existing = {(p, h): i for i, p, h in await cur.fetchall()}
-        out: list[tuple[UUID, bool]] = []
-        for r in rows:
-            key = (r.project, r.content_hash)
-            if key in created:
-                out.append((created.pop(key), True))
-                existing[key] = out[-1][0]  # a repeat later in the same batch is a duplicate
-            else:
-                out.append((existing[key], False))
-        return out
+        cur = await conn.execute(sql, [list(c) for c in cols])
+        return {(p, h): i for i, p, h in await cur.fetchall()}
 
-    async def update(self, memory_id: UUID, fields: dict[str, Any]) -> Memory:
+    @staticmethod
+    async def _ids_of(
+        conn: psycopg.AsyncConnection, keys: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], UUID]:
+        cur = await conn.execute(
+            "SELECT id, project, content_hash FROM memories"
+            " WHERE (project, content_hash) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([k[0] for k in keys], [k[1] for k in keys]),
+        )
+        return {(p, h): i for i, p, h in await cur.fetchall()}
+
+    @staticmethod
+    async def _check_model(conn: psycopg.AsyncConnection, model_id: str) -> None:
+        """Refuse vectors of another model than the recorded one. The row is share-locked until the
+        write commits, so ``switch_model`` (which locks it first) cannot slip in between."""
+        cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = 'embedding_model' FOR SHARE")
+        row = await cur.fetchone()
+        if row is None or row[0] != model_id:
+            raise ModelMismatch(
+                f"the store's embedding model is now {row[0] if row else 'unset'} (changed by `memlane "
+                f"reembed` while this process was running) but this process embeds with {model_id}: "
+                "nothing was written. Restart memlane configured with the store's model."
+            )
+
+    # Columns update() may set: the fields of MemoryPatch and the vector of new content.
+    UPDATABLE = frozenset(
+        {
+            "content",
+            "category",
+            "tags",
+            "pinned",
+            "priority",
+            "occurred_at",
+            "expires_at",
+            "metadata",
+            "embedding",
+        }
+    )
+
+    async def update(self, memory_id: UUID, fields: dict[str, Any], *, model_id: str | None = None) -> Memory:
+        """Set some columns of one memory in one transaction. New content or occurred_at gets a new
+        content hash computed from the row as locked here, so a concurrent update of the other field
+        cannot leave a stale hash."""
+        unknown = set(fields) - self.UPDATABLE
+        if unknown:
+            raise ValueError(f"Store.update cannot set {sorted(unknown)}")
         if not fields:
             return await self.get(memory_id)
-        sets, params = [], []
-        for k, v in fields.items():
-            if k == "embedding":
-                v = np.asarray(v, dtype=np.float32)
-            elif k == "metadata":
-                v = Jsonb(v)
-            elif k == "tags":
-                v = list(v)
-            sets.append(f"{k} = %s")
-            params.append(v)
-        sql = f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s RETURNING {MEMORY_COLUMNS}"
-        try:
-            return await self._one(sql, (*params, memory_id))
-        except psycopg.errors.UniqueViolation as e:
-            raise InvalidInput(
-                "an identical memory (same project, content and occurred_at) already exists"
-            ) from e
+        async with self._pool().connection() as conn, conn.transaction():
+            if "embedding" in fields and model_id is not None:
+                await self._check_model(conn, model_id)
+            fields = dict(fields)
+            if "content" in fields or "occurred_at" in fields:
+                cur = await conn.execute(
+                    "SELECT content, occurred_at FROM memories WHERE id = %s FOR UPDATE", (memory_id,)
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFound(f"no memory has id {memory_id}")
+                fields["content_hash"] = content_hash(
+                    fields.get("content", row[0]), fields.get("occurred_at", row[1])
+                )
+            sets, params = [], []
+            for k, v in fields.items():
+                if k == "embedding":
+                    v = np.asarray(v, dtype=np.float32)
+                elif k == "metadata":
+                    v = Jsonb(v)
+                elif k == "tags":
+                    v = list(v)
+                sets.append(f"{k} = %s")
+                params.append(v)
+            sql = (
+                f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s"
+                f" RETURNING {MEMORY_COLUMNS}"
+            )
+            try:
+                cur = await conn.cursor(row_factory=dict_row).execute(sql, (*params, memory_id))
+            except psycopg.errors.UniqueViolation as e:
+                raise InvalidInput(
+                    "an identical memory (same project, content and occurred_at) already exists"
+                ) from e
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
 
     async def delete(self, memory_id: UUID) -> Memory:
         return await self._one(f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,))
 
+    async def delete_projects(self, projects: list[str]) -> int:
+        """Delete every memory of these projects (their statistics go with them); returns the count."""
+        async with self._pool().connection() as conn:
+            cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+            return cur.rowcount
+
     async def touch(self, ids: list[UUID]) -> None:
-        """Count an access for memories a recall returned (feeds later scoring adjustments)."""
+        """Count an access for memories a recall returned (for later scoring adjustments). Kept in
+        its own table (migration 0003): an UPDATE of ``memories`` on every recall would write the
+        rows the keyword index and the BM25 statistics trigger read. Upserts in id order, so two
+        recalls touching the same memories take their locks in one order."""
         if not ids:
             return
         async with self._pool().connection() as conn:
             await conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = now() WHERE id = ANY(%s)",
-                (ids,),
+                "INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)"
+                " SELECT m.id, 1, now() FROM memories m WHERE m.id = ANY(%s) ORDER BY m.id"
+                " ON CONFLICT (memory_id) DO UPDATE"
+                " SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at",
+                (list(ids),),
             )
 
     # -- reads ----------------------------------------------------------------------------------
 
     async def get(self, memory_id: UUID) -> Memory:
-        return await self._one(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,))
+        """One memory with its access statistics."""
+        return await self._one(
+            f"SELECT {MEMORY_COLUMNS}, a.access_count, a.last_accessed_at FROM memories"
+            " LEFT JOIN memory_access a ON a.memory_id = memories.id WHERE id = %s",
+            (memory_id,),
+        )
 
     async def _one(self, sql: str, params: tuple) -> Memory:
         """Run a statement that returns the row of the memory whose id is the last parameter."""
@@ -292,13 +393,36 @@ class Store(SearchQueries):
             yield [row_to_memory(r) for r in rows]
             last = (rows[-1]["created_at"], rows[-1]["id"])
 
-    async def set_embeddings(self, pairs: list[tuple[UUID, list[float]]]) -> None:
+    async def set_embeddings(
+        self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | None = None
+    ) -> None:
         async with self._pool().connection() as conn, conn.transaction():
+            if model_id is not None:
+                await self._check_model(conn, model_id)
             async with conn.cursor() as cur:
                 await cur.executemany(
                     "UPDATE memories SET embedding = %s WHERE id = %s",
                     [(np.asarray(v, dtype=np.float32), i) for i, v in pairs],
                 )
+
+    async def nearest_ids(self, project: str, embedding: list[float], k: int) -> list[UUID]:
+        """A bare pgvector top-k on one project: the floor any vector recall must pay (bench)."""
+        async with self._pool().connection() as conn:
+            cur = await conn.execute(
+                "SELECT id FROM memories WHERE project = %s ORDER BY embedding <=> %s LIMIT %s",
+                (project, np.asarray(embedding, dtype=np.float32), k),
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def server_info(self) -> dict[str, str | None]:
+        """PostgreSQL's and pgvector's versions (doctor, benchmark reports)."""
+        async with self._pool().connection() as conn:
+            cur = await conn.execute(
+                "SELECT current_setting('server_version'),"
+                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+            )
+            postgres, pgvector = await cur.fetchone()
+        return {"postgres": postgres, "pgvector": pgvector}
 
     async def stats(self) -> dict[str, Any]:
         async with self._pool().connection() as conn:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.config import EngineConfig, masked_dump
 from memlane.pipeline.engine import Engine
 
 PACKAGES = ("memlane", "torch", "sentence-transformers", "transformers", "mcp", "psycopg", "pgvector")
@@ -110,9 +110,8 @@ async def bench_engine(settings, *, embedder=None) -> AsyncIterator[BenchContext
 
 
 async def delete_projects(engine: Engine, projects: list[str]) -> None:
-    """The store has no 'delete a project' call; the benchmark needs one to leave nothing behind."""
-    async with engine.store.pool.connection() as conn:
-        await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+    """Leave nothing of the run's projects behind."""
+    await engine.store.delete_projects(projects)
 
 
 def stop_embedded(data_dir: Path) -> None:
@@ -177,21 +176,15 @@ async def versions(engine: Engine | None = None) -> dict[str, Any]:
         "git": git_commit(),
     }
     if engine is not None and engine.store is not None:
-        async with engine.store.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT current_setting('server_version'),"
-                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
-            )
-            out["postgresql"], out["pgvector_extension"] = await cur.fetchone()
+        info = await engine.store.server_info()
+        out["postgresql"], out["pgvector_extension"] = info["postgres"], info["pgvector"]
     return out
 
 
 def config_snapshot(ctx: BenchContext, **bench: Any) -> dict[str, Any]:
     """The exact engine config (secrets replaced by whether they are set) plus the bench's own knobs."""
     engine = ctx.engine
-    data = engine.config.model_dump(mode="json")
-    data["database"]["url"] = "set" if engine.config.database.url else None
-    data["embedding"]["api_key"] = "set" if engine.config.embedding.api_key else None
+    data = masked_dump(engine.config)
     return {
         "mode": "offline" if engine.llm is None else "llm",
         "embedding_model": engine.embedder.model_id,

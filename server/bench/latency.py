@@ -19,8 +19,6 @@ import time
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from .common import (
     BenchContext,
     bench_engine,
@@ -69,7 +67,7 @@ async def grow(ctx: BenchContext, corpus: Corpus, projects: dict[str, str], n: i
             t0 = time.perf_counter()
             results = await engine.remember_many(payload)
             stored_s += time.perf_counter() - t0
-            created += sum(r["status"] == "created" for r in results)
+            created += sum(r.status == "created" for r in results)
             bar.update(len(batch))
     remember = {
         "added": n,
@@ -88,12 +86,7 @@ async def floor_query(ctx: BenchContext, project: str, text: str, k: int) -> tup
     t0 = time.perf_counter()
     [vec] = await asyncio.to_thread(engine.embedder.embed_batch, [text])
     t1 = time.perf_counter()
-    async with engine.store.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT id FROM memories WHERE project = %s ORDER BY embedding <=> %s LIMIT %s",
-            (project, np.asarray(vec, dtype=np.float32), k),
-        )
-        await cur.fetchall()
+    await engine.store.nearest_ids(project, vec, k)
     t2 = time.perf_counter()
     return (t1 - t0) * 1000, (t2 - t1) * 1000
 

@@ -9,7 +9,6 @@ order before token packing), mapped to dia ids; recall@k = |evidence ∩ first k
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memlane.pipeline import recall as recall_pipeline
+from memlane.pipeline import arms as arm_registry
 
 from .common import (
     BenchContext,
@@ -124,8 +123,8 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
                 results = await engine.remember_many(items)
                 seconds += time.perf_counter() - t0
                 for turn, res in zip(batch, results, strict=True):
-                    dias[res["id"]].append(turn.dia_id)
-                    created += res["status"] == "created"
+                    dias[str(res.id)].append(turn.dia_id)
+                    created += res.status == "created"
                 bar.update(len(batch))
             out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
     stats = {
@@ -158,8 +157,7 @@ async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[M
 
 def _same_as_default(method: Method) -> bool:
     """True when the method is what a plain recall runs anyway, so its results can be shared."""
-    default_arms = inspect.signature(recall_pipeline.recall).parameters["arms"].default
-    return not method.options and not method.recall_config and tuple(method.arms) == tuple(default_arms)
+    return not method.options and not method.recall_config and tuple(method.arms) == arm_registry.names()
 
 
 async def ask_all(ctx: BenchContext, ingested: list[Ingested], ablation: list[Method], show: bool) -> dict:

@@ -3,7 +3,7 @@
 The list is derived from what the pipeline offers, so a new arm (graph, temporal) or a new switch
 (scoring adjustments on/off) appears in the ablation table without touching the benchmark:
 
-- every arm of ``retrieve.ARMS`` alone;
+- every arm of the registry (``pipeline/arms.py``) alone;
 - with three or more arms, every "all but one" combination (what each arm adds to the others);
 - ``fused``: every arm, fused (the default pipeline);
 - for each switch in ``SWITCHES`` that ``Engine.recall`` accepts, ``fused`` with the switch off;
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memlane.pipeline import retrieve
+from memlane.pipeline import arms as arm_registry
 from memlane.pipeline.config import RecallConfig
 
 # Engine.recall keyword -> method-name suffix. A switch is used only once Engine.recall accepts it,
@@ -51,14 +51,17 @@ class Method:
         }
 
 
-def default_method(arms: tuple[str, ...] = retrieve.ARMS) -> Method:
+def default_method(arms: tuple[str, ...] | None = None) -> Method:
     """The pipeline as a user gets it: every arm, every stage at its default."""
-    return Method("fused", tuple(arms))
+    return Method("fused", tuple(arms or arm_registry.names()))
 
 
-def ablation_methods(engine=None, arms: tuple[str, ...] = retrieve.ARMS) -> list[Method]:
+def ablation_methods(engine=None, arms: tuple[str, ...] | None = None) -> list[Method]:
     """Single arms, leave-one-out combinations (3+ arms), the full fusion, switched-off stages and
     other recall settings."""
+    if arms is None:  # the arms fusion weighs: one weighted 0 is already ablated by the config
+        weights = engine.config.recall.arm_weights if engine is not None else arm_registry.default_weights()
+        arms = tuple(a for a in arm_registry.names() if weights.get(a, 0.0) > 0)
     out = [Method(a, (a,)) for a in arms]
     if len(arms) > 2:
         out += [Method(f"fused-no-{a}", tuple(x for x in arms if x != a)) for a in arms]

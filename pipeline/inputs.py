@@ -1,0 +1,167 @@
+"""One model of a memory as callers give it: ``MemoryInput`` for remember and import, ``MemoryPatch``
+for update. The MCP tools, the CLI and ``memlane import`` build these and nothing else validates a
+memory's fields; limits come from the configuration through ``parse``.
+
+Errors are ``InvalidInput`` with the message of the check that failed (``validate.py``), so every
+entry point tells the caller the same thing in the same words.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from . import validate as v
+from .config import EngineConfig
+from .errors import InvalidInput
+
+
+def _limits(info: ValidationInfo) -> EngineConfig:
+    cfg = (info.context or {}).get("config")
+    return cfg if cfg is not None else EngineConfig()
+
+
+class _Fields(BaseModel):
+    """The checks shared by both models; each runs before pydantic's own type check, so the
+    message is memlane's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    _noun: ClassVar[str] = "field"
+
+    @field_validator("category", mode="before", check_fields=False)
+    @classmethod
+    def _category(cls, value: Any) -> str | None:
+        return v.category_name(value)
+
+    @field_validator("tags", mode="before", check_fields=False)
+    @classmethod
+    def _tags(cls, value: Any, info: ValidationInfo):
+        return v.tag_list(value, _limits(info).remember.max_tags)
+
+    @field_validator("metadata", mode="before", check_fields=False)
+    @classmethod
+    def _metadata(cls, value: Any, info: ValidationInfo):
+        return v.metadata_object(value, _limits(info).remember.max_metadata_bytes)
+
+    @field_validator("priority", mode="before", check_fields=False)
+    @classmethod
+    def _priority(cls, value: Any):
+        return v.priority_value(value)
+
+    @field_validator("occurred_at", "expires_at", mode="before", check_fields=False)
+    @classmethod
+    def _dates(cls, value: Any, info: ValidationInfo):
+        return v.parse_datetime(value, info.field_name)
+
+    @field_validator("pinned", mode="before", check_fields=False)
+    @classmethod
+    def _pinned(cls, value: Any) -> bool:
+        # None is "not given": MemoryInput's default (false); MemoryPatch drops None before this.
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise InvalidInput("pinned must be true or false")
+        return value
+
+    @classmethod
+    def parse(cls, config: EngineConfig, data: dict[str, Any]):
+        """Validate ``data`` against the configured limits; raises ``InvalidInput``."""
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise InvalidInput(f"a memory must be a JSON object, not {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.model_fields))
+        if unknown:
+            raise InvalidInput(
+                f"unknown {cls._noun}(s) {', '.join(unknown)}; accepted: {', '.join(cls.model_fields)}"
+            )
+        try:
+            return cls.model_validate(data, context={"config": config})
+        except ValidationError as e:
+            raise _invalid(e) from None
+
+
+def _invalid(e: ValidationError) -> InvalidInput:
+    """The first failure, in memlane's words when one of its checks raised it."""
+    err = e.errors()[0]
+    original = (err.get("ctx") or {}).get("error")
+    if isinstance(original, InvalidInput):
+        return original
+    field = ".".join(str(p) for p in err["loc"]) or "input"
+    return InvalidInput(f"{field}: {err['msg']}")
+
+
+class MemoryInput(_Fields):
+    """A memory to store. ``project`` defaults to ``default_project``."""
+
+    content: str
+    project: str = Field(default=None, validate_default=True)  # None -> the default project
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    pinned: bool = False
+    priority: int = v.PRIORITY_DEFAULT
+    occurred_at: datetime | None = None
+    expires_at: datetime | None = None
+    metadata: dict[str, Any] = {}
+    source: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, value: Any, info: ValidationInfo) -> str:
+        return v.content_text(value, _limits(info).remember.max_content_chars)
+
+    @field_validator("project", mode="before")
+    @classmethod
+    def _project(cls, value: Any, info: ValidationInfo) -> str:
+        return v.project_name(value, _limits(info).default_project)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, value: Any) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput("source must be a string")
+        return value
+
+    @property
+    def content_hash(self) -> str:
+        return v.content_hash(self.content, self.occurred_at)
+
+
+class MemoryPatch(_Fields):
+    """Fields of an existing memory to change; a field left out (or ``None``) stays as it is. The
+    project and source of a memory do not change."""
+
+    _noun: ClassVar[str] = "updatable field"
+
+    content: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] | None = None
+    pinned: bool | None = None
+    priority: int | None = None
+    occurred_at: datetime | None = None
+    expires_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, value: Any, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        return v.content_text(value, _limits(info).remember.max_content_chars)
+
+    @classmethod
+    def parse(cls, config: EngineConfig, data: dict[str, Any]) -> MemoryPatch:
+        """``None`` values mean "unchanged" and are dropped before validation (so a ``None``
+        priority is not read as the default priority)."""
+        if isinstance(data, dict):
+            data = {k: val for k, val in data.items() if val is not None}
+        patch = super().parse(config, data)
+        if not patch.changes():
+            raise InvalidInput(f"nothing to update: give at least one of {', '.join(cls.model_fields)}")
+        return patch
+
+    def changes(self) -> dict[str, Any]:
+        """The fields to set, as the store takes them."""
+        return {k: getattr(self, k) for k in self.model_fields_set if getattr(self, k) is not None}
