@@ -3,14 +3,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 INSPECTOR_VERSION := 2.12.0
+# Where pip looks for torch. Empty: the configured package index. On Linux, plain PyPI torch brings
+# GBs of CUDA libraries; `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes the
+# CPU build instead (see the README).
+TORCH_INDEX ?=
 
 .PHONY: install run test lint bench clean
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first and pinned: pip then takes the CPU build on disk instead of GBs of CUDA wheels.
-	$(BIN)/pip install --quiet torch==2.13.0
+	# torch first and pinned, so the rest of the install keeps the build chosen here.
+	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 

@@ -103,8 +103,7 @@ def synthetic_file(tmp_path) -> Path:
 
 @pytest.fixture
 def bench_settings(database_url, tmp_path):
-    """Settings on this test's database (through load(): a bare Settings() before any load() fails,
-    see the report on server/settings.py)."""
+    """Settings on this test's database, read as the CLI reads them (through load())."""
     return load(data_dir=tmp_path, database={"url": database_url})
 
 
