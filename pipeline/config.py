@@ -49,10 +49,78 @@ class EmbeddingConfig(Section):
     timeout_s: float = Field(default=30.0, gt=0, le=600, description="openai: seconds per API request.")
 
 
+LLMProviderName = Literal["none", "anthropic", "openai", "openai-compatible", "sampling"]
+LLM_STAGES = ("intent", "synthesis", "hyde", "rerank")
+
+
+class LLMStageConfig(Section):
+    """Per-stage overrides (``[llm.stages.<stage>]``): e.g. a cheap model for synthesis, a better one
+    for rerank. Unset fields follow ``[llm]``."""
+
+    enabled: bool = True
+    provider: LLMProviderName | None = None
+    model: str | None = None
+    prompt_version: int | None = Field(default=None, ge=1, description="Default: the newest version.")
+
+
+class LLMStagesConfig(Section):
+    intent: LLMStageConfig = LLMStageConfig()
+    synthesis: LLMStageConfig = LLMStageConfig()
+    hyde: LLMStageConfig = LLMStageConfig()
+    rerank: LLMStageConfig = LLMStageConfig()
+
+
+class ModelPrice(Section):
+    input_per_mtok: float = Field(ge=0, description="Currency units per million input tokens.")
+    output_per_mtok: float = Field(ge=0, description="Currency units per million output tokens.")
+
+
 class LLMConfig(Section):
-    # Only "none" exists so far: the LLM stages (intent, synthesis, HyDE, rerank) are skipped and the
-    # trace says so. Providers arrive with the issue that makes those stages real.
-    provider: Literal["none"] = "none"
+    """The LLM behind stages 1, 2, 3 and 6. "none": every stage uses its offline implementation or
+    is skipped, and the trace says which."""
+
+    provider: LLMProviderName = "none"
+    model: str | None = Field(
+        default=None,
+        description="Model name; default per provider (anthropic: claude-haiku-4-5, openai: gpt-4o-mini); "
+        "openai-compatible needs one.",
+    )
+    base_url: str | None = Field(
+        default=None, description="openai-compatible: the server's /v1 URL (Ollama, vLLM, LM Studio...)."
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="From MEMLANE_LLM__API_KEY, or ANTHROPIC_API_KEY / OPENAI_API_KEY; optional for "
+        "openai-compatible.",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=600, description="Seconds per request.")
+    max_retries: int = Field(default=2, ge=0, le=10, description="Retries on 429 and 5xx, with backoff.")
+    max_concurrency: int = Field(default=4, ge=1, le=64, description="LLM requests in flight per process.")
+    max_output_tokens: int = Field(default=512, ge=16, le=8192)
+    cache_size: int = Field(default=1024, ge=0, description="Stage outputs kept in memory (0: no cache).")
+    cache_ttl_s: float = Field(default=3600.0, gt=0)
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="Per model, to report cost next to token usage."
+    )
+    sampling_hints: list[str] = Field(
+        default_factory=list, description="sampling: model name hints sent to the MCP client."
+    )
+    sampling_speed_priority: float = Field(default=0.8, ge=0, le=1)
+    sampling_intelligence_priority: float = Field(default=0.5, ge=0, le=1)
+    sampling_cost_priority: float = Field(default=0.5, ge=0, le=1)
+    stages: LLMStagesConfig = LLMStagesConfig()
+
+    def for_stage(self, stage: str) -> tuple[str, str | None, int | None, bool]:
+        """(provider, model, prompt version, enabled) for one stage, overrides applied."""
+        o: LLMStageConfig = getattr(self.stages, stage)
+        provider = o.provider or self.provider
+        model = o.model if o.model is not None else (self.model if provider == self.provider else None)
+        return provider, model, o.prompt_version, o.enabled and provider != "none"
+
+
+class RrfVectorWeights(Section):
+    rrf: float = Field(default=0.6, ge=0, le=100, description="Weight of RRF normalised to its best score.")
+    vector: float = Field(default=0.4, ge=0, le=100, description="Weight of the best cosine similarity.")
 
 
 class RecallConfig(Section):
@@ -63,11 +131,13 @@ class RecallConfig(Section):
     candidates_per_arm: int = Field(
         default=50, ge=1, le=1000, description="How many hits each retrieval arm returns."
     )
-    fusion: Literal["score", "rrf"] = Field(
+    fusion: Literal["score", "rrf", "rrf_vector"] = Field(
         default="score",
         description="score: sum over arms of arm_weights[arm] * the arm's normalised score (BM25/max BM25, "
-        "cosine); rrf: reciprocal rank fusion.",
+        "cosine); rrf: reciprocal rank fusion; rrf_vector: rrf_vector.rrf * RRF / best RRF + "
+        "rrf_vector.vector * best cosine over the query texts.",
     )
+    rrf_vector: RrfVectorWeights = RrfVectorWeights()
     arm_weights: dict[str, float] = Field(
         default_factory=arms.default_weights,
         description="Fusion weight of each retrieval arm (pipeline/arms.py); arms left out keep their "
@@ -89,6 +159,23 @@ class RecallConfig(Section):
         le=1.0,
         description="Relevance floor: a candidate that shares no word with the query and whose cosine "
         "similarity is under this is dropped.",
+    )
+
+    mode: Literal["auto", "fast", "full"] = Field(
+        default="auto",
+        description="auto: simple questions take the fast path (no synthesis, HyDE or rerank); fast; full.",
+    )
+    rerank_top_n: int = Field(default=20, ge=1, le=200, description="Fused candidates the rerank stage sees.")
+    deadline_ms: int = Field(
+        default=8000,
+        ge=100,
+        le=600000,
+        description="Whole-recall deadline for LLM stages: past it, recall answers with what it has.",
+    )
+    cross_encoder: str | None = Field(
+        default=None,
+        description="Offline rerank: a local sentence-transformers CrossEncoder model directory (none ships "
+        "on PyPI); used when no LLM reranks.",
     )
 
     @model_validator(mode="before")

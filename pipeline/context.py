@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from .llm import Usage
 from .records import RecallRequest, Trace
 
 if TYPE_CHECKING:
     from .config import EngineConfig
+    from .llm import LLMService
     from .providers.embedder import Embedder
-    from .providers.llm import LLM
     from .store import Store
 
 
@@ -25,8 +27,14 @@ class RecallContext:
     config: EngineConfig
     store: Store
     embedder: Embedder
-    llm: LLM | None
+    llm: LLMService | None
     request: RecallRequest
     arms: tuple[str, ...] | None = None  # None: every registered arm (the ablation passes a subset)
     clock: Callable[[], datetime] = utc_now  # the wall clock; the question's "now" is request.reference_time
     trace: Trace = field(default_factory=Trace)
+    usage: Usage = field(default_factory=Usage)  # LLM calls and tokens of this recall
+    deadline: float | None = None  # time.monotonic() by which LLM stages must be done
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before the recall deadline (None: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()

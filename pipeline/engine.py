@@ -14,10 +14,11 @@ from typing import Any
 from . import recall as recall_pipeline
 from . import remember as remember_path
 from . import validate as v
-from .config import EngineConfig
+from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
 from .errors import InvalidInput, StoreError
 from .inputs import MemoryInput, MemoryPatch
+from .llm import LLMService
 from .providers.embedder import Embedder, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
@@ -27,6 +28,7 @@ from .store.embedded import start_embedded
 log = logging.getLogger(__name__)
 
 BUDGETS = ("low", "mid", "high")
+MODES = ("auto", "fast", "full")
 
 
 def default_data_dir() -> Path:
@@ -42,8 +44,11 @@ class Engine:
         self.config = config
         self.embedder = embedder or make_embedder(config.embedding)
         self.store: Store | None = None
-        # An object with the LLM interface (providers/llm.py), or None: the LLM stages are skipped.
-        self.llm = llm
+        # The LLM stages' provider(s), prompts, cache and usage; None when no stage can use an LLM
+        # (the default): they then use their offline implementation or are skipped. ``llm`` (an
+        # object with the providers/llm.py interface) replaces the configured default provider.
+        uses_llm = llm is not None or any(config.llm.for_stage(s)[3] for s in LLM_STAGES)
+        self.llm = LLMService(config.llm, provider=llm) if uses_llm else None
         self.dsn_kind = "external" if config.database.url else "embedded"
         self._opened = False
 
@@ -104,6 +109,7 @@ class Engine:
         limit: Any = None,
         max_tokens: Any = None,
         budget: Any = "mid",
+        mode: Any = None,
         reference_time: Any = None,
         category: Any = None,
         tags: Any = None,
@@ -126,6 +132,9 @@ class Engine:
             raise InvalidInput("max_tokens must be a positive integer")
         if budget not in BUDGETS:
             raise InvalidInput(f"budget must be one of {', '.join(BUDGETS)}; got {budget!r}")
+        mode = cfg.mode if mode is None else mode
+        if mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         now = v.parse_datetime(reference_time, "reference_time") or datetime.now(UTC)
         return RecallRequest(
             query=query.strip(),
@@ -134,21 +143,28 @@ class Engine:
             limit=limit,
             max_tokens=max_tokens,
             budget=budget,
+            mode=mode,
             category=v.category_name(category),
             tags=v.tag_list(tags, self.config.remember.max_tags),
             explain=bool(explain),
         )
 
     async def recall(
-        self, req: RecallRequest, *, arms: tuple[str, ...] | None = None, touch: bool = True
+        self,
+        req: RecallRequest,
+        *,
+        arms: tuple[str, ...] | None = None,
+        touch: bool = True,
+        sampling: LLM | None = None,
     ) -> RecallResult:
         """Run the nine stages. ``arms`` picks retrieval arms (the benchmark's ablation); ``touch``
-        counts an access for each memory returned."""
+        counts an access for each memory returned; ``sampling`` is the calling MCP session's model,
+        for the stages configured with ``provider = "sampling"``."""
         ctx = RecallContext(
             config=self.config,
             store=self.store,
             embedder=self.embedder,
-            llm=self.llm,
+            llm=self.llm.with_sampling(sampling) if self.llm is not None else None,
             request=req,
             arms=tuple(arms) if arms else None,
         )
@@ -196,4 +212,5 @@ class Engine:
         s = await self.store.stats()
         s["configured_model"] = self.embedder.model_id
         s["database"] = self.dsn_kind
+        s["llm"] = self.llm.stats() if self.llm is not None else {"provider": "none"}
         return s

@@ -11,6 +11,8 @@ Two methods (``recall.fusion``):
   0.771 against 0.760). The optimum is flat (vector weight 0.8-1.5 all within 0.01),
   so the default of equal weights is not a fit to the development set.
 - ``rrf``: reciprocal rank fusion, kept for comparison and for lists without comparable scores.
+- ``rrf_vector``: ``recall.rrf_vector.rrf`` x RRF normalised by the best RRF score plus
+  ``recall.rrf_vector.vector`` x the best cosine similarity over the query texts (0.6 / 0.4).
 """
 
 from __future__ import annotations
@@ -66,9 +68,26 @@ def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candid
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
+def rrf_vector_fusion(
+    retrieved: Retrieved, k: int, rrf_weight: float, vector_weight: float
+) -> list[Candidate]:
+    """RRF, normalised so the best candidate has 1.0, blended with the candidate's best cosine
+    similarity: rank agreement across lists, and the dense arm's absolute evidence."""
+    fused = reciprocal_rank_fusion(retrieved.lists, k=k)
+    best = max((c.score for c in fused), default=0.0)
+    for c in fused:
+        c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))
+        norm = c.score / best if best > 0 else 0.0
+        c.score = rrf_weight * norm + vector_weight * c.arm_scores.get("vector", 0.0)
+    return sorted(fused, key=lambda c: (-c.score, *stable_key(c.memory)))
+
+
 def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
-    if cfg.fusion == "rrf":
+    if cfg.fusion == "rrf_vector":
+        w = cfg.rrf_vector
+        fused = rrf_vector_fusion(retrieved, cfg.rrf_k, w.rrf, w.vector)
+    elif cfg.fusion == "rrf":
         fused = reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k)
         for c in fused:  # keep the exact scores for the threshold stage
             c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))

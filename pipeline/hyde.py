@@ -1,14 +1,41 @@
 """Stage 3, HyDE (Gao et al. 2022, "Precise Zero-Shot Dense Retrieval without Relevance Labels"):
-embed a hypothetical answer as well as the question.
+a short hypothetical memory that would answer the question, embedded as one more query for the arms
+that search by embedding.
 
 Needs an LLM; without one the question's own embedding is used.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .providers.llm import LLMError
 from .records import Query
-from .stage import Step, llm_unavailable
+from .stage import Step, stage_llm
+
+MAX_CHARS = 1200
 
 
-def hypothesise(ctx, query: Query) -> Step[Query]:
-    return llm_unavailable(ctx, query)
+async def hypothesise(ctx, query: Query) -> Step[Query]:
+    llm, why = stage_llm(ctx, "hyde")
+    if llm is None:
+        return Step(query, status=f"skipped: {why}")
+    try:
+        answer = await llm.ask(
+            usage=ctx.usage,
+            timeout_s=ctx.remaining_s(),
+            question=query.text,
+            reference_time=ctx.request.reference_time.date().isoformat(),
+        )
+    except LLMError as e:
+        return Step(query, status=f"degraded: {e.reason}", prompt=llm.prompt.id)
+    text = " ".join(answer.text.split())[:MAX_CHARS]
+    if len(text) < 10:
+        return Step(
+            query, status=f"degraded: reply too short ({answer.text.strip()[:40]!r})", prompt=answer.prompt_id
+        )
+    return Step(
+        replace(query, hypothetical=text),
+        detail={"hypothetical": text, **answer.detail()},
+        prompt=answer.prompt_id,
+    )

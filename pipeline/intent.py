@@ -1,13 +1,179 @@
-"""Stage 1, intent analysis: what kind of question is this (factual, temporal, preference...)?
+"""Stage 1, intent analysis: what kind of question is this, how hard, about whom and when?
 
-Needs an LLM; without one the stage is skipped and retrieval treats every query alike.
+Two implementations fill one record. The offline analyser (question words, capitalised names and
+technical terms, time expressions, length) runs on every recall, so routing and later stages have
+an intent in every mode. With an LLM, the ``intent`` prompt refines it; if that call fails the
+offline record stands and the stage says ``degraded``.
+
+Routing (``recall(mode=...)``, default ``recall.mode``): ``auto`` sends simple questions down the
+fast path (the question only: no synthesis, HyDE or rerank) and the others down the full path.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, replace
+
+from .llm import parse_json
+from .providers.llm import LLMError
 from .records import Query
-from .stage import Step, llm_unavailable
+from .stage import Step
+from .temporal import find_time_expressions
+
+INTENTS = ("troubleshooting", "how-to", "factual", "recall", "preference", "temporal")
+COMPLEXITIES = ("simple", "moderate", "complex")
 
 
-def analyse(ctx, query: Query) -> Step[Query]:
-    return llm_unavailable(ctx, query)
+@dataclass(frozen=True, slots=True)
+class Intent:
+    primary_intent: str
+    complexity: str
+    domains: tuple[str, ...]
+    entities: tuple[str, ...]
+    time_expressions: tuple[str, ...]
+    requires_reasoning: bool
+    source: str = "offline"  # or "llm"
+
+    def as_dict(self) -> dict:
+        return {
+            "primary_intent": self.primary_intent,
+            "complexity": self.complexity,
+            "domains": list(self.domains),
+            "entities": list(self.entities),
+            "time_expressions": list(self.time_expressions),
+            "requires_reasoning": self.requires_reasoning,
+            "source": self.source,
+        }
+
+
+_WORD = re.compile(r"[\w'’.-]+")
+_QUESTION_WORDS = {
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "did", "do", "does", "is",
+    "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "i", "we",
+    "you", "my", "our", "the", "a", "an", "in", "on", "tell", "remind", "list", "give", "show", "any",
+}  # fmt: skip
+_TECH = re.compile(
+    r"(?:[A-Za-z]+[A-Z][a-z]+\w*"  # CamelCase
+    r"|\w+_\w+"  # snake_case
+    r"|\w+(?:\.\w+)+"  # dotted.names, versions
+    r"|[A-Za-z]+-?\d[\w.-]*"  # fp-700, v2, py3
+    r"|@\w+"  # handles
+    r"|/[\w./-]+)"  # paths
+)
+_CUES = {
+    "troubleshooting": r"\b(error|errors|fail|fails|failed|failing|failure|bug|crash|crashed|broken|"
+    r"fix|fixed|issue|exception|timeout|outage|incident|down|slow|regression)\b",
+    "how-to": r"^\s*how\s+(do|does|to|can|should|would|did)\b|\bsteps?\s+to\b|\bhow\s+to\b",
+    "preference": r"\b(prefer|prefers|preferred|preference|like|likes|favou?rite|enjoy|enjoys|love|"
+    r"loves|hate|hates|want|wants|choose|chose|rather)\b",
+    "recall": r"\b(did\s+(i|we|you)|have\s+(i|we)|remember|last\s+time|told|mentioned|said|"
+    r"talked|discussed|decided)\b",
+}
+_REASONING = re.compile(
+    r"\b(why|would|could|likely|might|should|compare|difference|better|worse|infer|reason|"
+    r"because|if)\b",
+    re.I,
+)
+
+
+def _entities(text: str) -> list[str]:
+    """Capitalised names (runs of capitalised words, possessives dropped) and technical terms."""
+    out: list[str] = []
+    words = _WORD.findall(text)
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            out.append(" ".join(run))
+            run.clear()
+
+    for i, w in enumerate(words):
+        bare = re.sub(r"['’]s$", "", w).strip(".-")
+        if bare[:1].isupper() and not (i == 0 and bare.lower() in _QUESTION_WORDS) and bare.lower() != "i":
+            run.append(bare)
+        else:
+            flush()
+    flush()
+    for m in _TECH.finditer(text):
+        term = m.group(0).strip(".")
+        if term and term not in out and not term.replace(".", "").isdigit():
+            out.append(term)
+    return out
+
+
+def analyse_offline(question: str) -> Intent:
+    """The offline record, from cues in the words alone."""
+    lower = question.lower()
+    times = find_time_expressions(question)
+    entities = _entities(question)
+    n_words = len(_WORD.findall(question))
+    if re.match(r"\s*(when|how long|what (date|day|year|month|time))\b", lower) or (
+        times and re.match(r"\s*(what|which|who)\b", lower) and "happen" in lower
+    ):
+        primary = "temporal"
+    else:
+        primary = next((k for k, cue in _CUES.items() if re.search(cue, lower)), "factual")
+    reasoning = bool(_REASONING.search(question))
+    parts = len(re.findall(r"\b(and|or|but|then|compared|versus|vs)\b", lower)) + lower.count("?") - 1
+    score = (n_words > 12) + (n_words > 22) + (len(entities) > 1) + bool(times) + reasoning + (parts > 0)
+    complexity = "simple" if score == 0 else "moderate" if score <= 2 else "complex"
+    return Intent(
+        primary_intent=primary,
+        complexity=complexity,
+        domains=(),
+        entities=tuple(entities),
+        time_expressions=tuple(times),
+        requires_reasoning=reasoning,
+    )
+
+
+def from_llm(data, offline: Intent) -> Intent:
+    """The LLM's record, checked; fields it got wrong keep the offline value."""
+    if not isinstance(data, dict):
+        raise LLMError(f"intent is not a JSON object: {type(data).__name__}")
+
+    def strings(key: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
+        value = data.get(key)
+        if isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return tuple(x.strip() for x in value if x.strip())[:20]
+        return fallback
+
+    primary = data.get("primary_intent")
+    complexity = data.get("complexity")
+    if primary not in INTENTS or complexity not in COMPLEXITIES:
+        raise LLMError(f"intent has primary_intent {primary!r} / complexity {complexity!r}")
+    reasoning = data.get("requires_reasoning")
+    return Intent(
+        primary_intent=primary,
+        complexity=complexity,
+        domains=strings("domains", offline.domains)[:3],
+        entities=strings("entities", offline.entities),
+        time_expressions=strings("time_expressions", offline.time_expressions),
+        requires_reasoning=reasoning if isinstance(reasoning, bool) else offline.requires_reasoning,
+        source="llm",
+    )
+
+
+async def analyse(ctx, query: Query) -> Step[Query]:
+    """The offline record always; the LLM's when one is configured for this stage."""
+    offline = analyse_offline(query.text)
+    query = replace(query, intent=offline)
+    llm, why = ctx.llm.stage("intent") if ctx.llm is not None else (None, "no LLM provider")
+    detail = {"intent": offline.as_dict()}
+    if llm is None:
+        return Step(query, detail={"implementation": f"offline ({why})", **detail})
+    try:
+        answer = await llm.ask(
+            usage=ctx.usage,
+            timeout_s=ctx.remaining_s(),
+            question=query.text,
+            reference_time=ctx.request.reference_time.date().isoformat(),
+        )
+        intent = from_llm(parse_json(answer.text), offline)
+    except LLMError as e:
+        return Step(query, status=f"degraded: {e.reason}", detail=detail, prompt=llm.prompt.id)
+    return Step(
+        replace(query, intent=intent),
+        detail={"intent": intent.as_dict(), **answer.detail()},
+        prompt=answer.prompt_id,
+    )

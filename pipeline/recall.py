@@ -2,12 +2,12 @@
 
 | # | stage | module | offline behaviour |
 |---|-------|--------|-------------------|
-| 1 | intent analysis | intent.py | skipped (needs an LLM) |
+| 1 | intent analysis | intent.py | offline analyser (question words, names, dates, length) |
 | 2 | query synthesis | synthesize.py | skipped: the question is the only query |
 | 3 | HyDE | hyde.py | skipped: the question's embedding is used |
 | 4 | retrieval | retrieve.py | vector (cosine) + keyword (BM25) arms |
 | 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
-| 6 | rerank | rerank.py | skipped: fused order kept |
+| 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | no shared word and cosine under recall.min_similarity: dropped |
 | 8 | scoring adjustments | adjust.py | pass-through for now |
 | 9 | token-budgeted assembly | assemble.py | best memories within max_tokens and limit |
@@ -15,15 +15,24 @@
 Every stage follows one contract (``pipeline/stage.py``): it gets the ``RecallContext`` and its
 input, returns its output, and ``run_stage`` records time, counts, status (``ran``, ``skipped: why``,
 ``degraded: why``) and prompt. Stages given a fallback are optional: if they fail, the recall goes on
-with their input and the trace says ``degraded``.
+with their input and the trace says ``degraded``. Stages 1-3 run concurrently (one LLM round trip);
+intent analysis routes simple questions down the fast path (``recall(mode=...)``). A whole-recall
+deadline (``recall.deadline_ms``) bounds every LLM wait: past it, the stages still to run degrade and
+recall answers with what it has.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import replace
+
 from . import adjust, assemble, fuse, hyde, intent, rerank, retrieve, synthesize, threshold
 from .context import RecallContext
 from .records import Query, RecallResult
-from .stage import run_stage
+from .stage import Step, run_stage
+
+UNDERSTANDING = ("intent", "synthesis", "hyde")
 
 
 def _texts(q: Query) -> int:
@@ -39,17 +48,84 @@ def _assemble(ctx: RecallContext, candidates):
     return assemble.assemble(candidates, limit=req.limit, max_tokens=req.max_tokens)
 
 
+async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
+    """Stages 1-3 at once: one LLM round trip before retrieval, not three. Synthesis and HyDE
+    start with intent analysis; when the route turns out to be the fast path (``mode="fast"``, or
+    ``auto`` and a simple question) they are cancelled and marked skipped. Returns the query and
+    whether the fast path was taken."""
+    mode = ctx.request.mode
+    route: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+    if mode != "auto":
+        route.set_result((mode == "fast", f"mode={mode}"))
+
+    async def analyse(c, q):
+        step = await intent.analyse(c, q)
+        if not route.done():
+            complexity = step.value.intent.complexity
+            route.set_result((complexity == "simple", f"{step.value.intent.source} intent: {complexity}"))
+        return step
+
+    def gated(fn):
+        async def run(c, q):
+            if route.done() and route.result()[0]:
+                return Step(q, status=f"skipped: fast path ({route.result()[1]})")
+            work = asyncio.ensure_future(fn(c, q))
+            try:
+                fast, why = await asyncio.shield(route)
+            except BaseException:
+                work.cancel()
+                raise
+            if fast:
+                work.cancel()
+                return Step(q, status=f"skipped: fast path ({why})")
+            return await work
+
+        return run
+
+    def ensure_route(q: Query) -> None:  # intent degraded before deciding: the offline record decides
+        if not route.done():
+            simple = intent.analyse_offline(q.text).complexity == "simple"
+            route.set_result((simple, "offline intent: " + ("simple" if simple else "not simple")))
+
+    async def intent_stage():
+        try:
+            return await run_stage(ctx, "intent", analyse, query, count=_texts, fallback=query)
+        finally:
+            ensure_route(query)
+
+    understood, synthesised, hypothesised = await asyncio.gather(
+        intent_stage(),
+        run_stage(ctx, "synthesis", gated(synthesize.synthesize), query, count=_texts, fallback=query),
+        run_stage(ctx, "hyde", gated(hyde.hypothesise), query, count=_texts, fallback=query),
+    )
+    # The trace lists the three in pipeline order, whatever order they finished in.
+    first = len(ctx.trace.stages) - 3
+    ctx.trace.stages[first:] = sorted(ctx.trace.stages[first:], key=lambda st: UNDERSTANDING.index(st.stage))
+    fast, why = route.result()
+    ctx.trace.route = f"{'fast' if fast else 'full'} ({why})"
+    merged = replace(
+        query,
+        intent=understood.intent,
+        variants=synthesised.variants,
+        hypothetical=hypothesised.hypothetical,
+    )
+    return merged, fast
+
+
 async def recall(ctx: RecallContext) -> RecallResult:
     req, cfg = ctx.request, ctx.config.recall
-    query = Query(text=req.query)
-    query = await run_stage(ctx, "intent", intent.analyse, query, count=_texts, fallback=query)
-    query = await run_stage(ctx, "synthesis", synthesize.synthesize, query, count=_texts, fallback=query)
-    query = await run_stage(ctx, "hyde", hyde.hypothesise, query, count=_texts, fallback=query)
+    ctx.deadline = time.monotonic() + cfg.deadline_ms / 1000
+    query, fast = await _understand(ctx, Query(text=req.query))
     found = await run_stage(
         ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
     )
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
-    candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
+    if fast:
+        candidates = await run_stage(
+            ctx, "rerank", lambda c, v: Step(v, status="skipped: fast path"), candidates
+        )
+    else:
+        candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
     candidates = await run_stage(
         ctx, "threshold", _threshold, candidates, detail={"min_similarity": cfg.min_similarity}
     )
@@ -63,6 +139,8 @@ async def recall(ctx: RecallContext) -> RecallResult:
         detail={"max_tokens": req.max_tokens, "limit": req.limit},
     )
     ctx.trace.stages[-1].detail["tokens_used"] = tokens
+    if ctx.usage.calls or ctx.usage.cached:
+        ctx.trace.llm = ctx.usage.as_dict()
     return RecallResult(
         memories=[(c.memory, c.score) for c in chosen], ranked=candidates, tokens_used=tokens, trace=ctx.trace
     )

@@ -53,6 +53,7 @@ class RecallRequest:
     limit: int
     max_tokens: int
     budget: str = "mid"
+    mode: str = "auto"  # "auto", "fast" or "full"
     category: str | None = None
     tags: tuple[str, ...] = ()
     explain: bool = False
@@ -71,6 +72,8 @@ class StageTrace:
 @dataclass(slots=True)
 class Trace:
     stages: list[StageTrace] = field(default_factory=list)
+    route: str | None = None  # "fast" or "full", and why
+    llm: dict[str, Any] = field(default_factory=dict)  # calls and tokens of this recall
 
     @property
     def total_ms(self) -> float:
@@ -79,6 +82,8 @@ class Trace:
     def as_dict(self) -> dict[str, Any]:
         return {
             "total_ms": round(self.total_ms, 3),
+            **({"route": self.route} if self.route else {}),
+            **({"llm": self.llm} if self.llm else {}),
             "stages": [
                 {
                     "stage": s.stage,
@@ -100,6 +105,7 @@ class Query:
     text: str
     variants: tuple[str, ...] = ()
     hypothetical: str | None = None  # HyDE answer, when an LLM wrote one
+    intent: Any = None  # intent.Intent, from stage 1
 
 
 @dataclass(slots=True)

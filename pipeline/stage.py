@@ -86,9 +86,8 @@ async def run_stage(
     return out
 
 
-def llm_unavailable(ctx, value: T) -> Step[T] | None:
-    """The skip an LLM stage returns when it cannot run: no provider configured, or (until the
-    enhanced recall path lands) no LLM implementation of the stage. ``None``: go ahead."""
+def stage_llm(ctx, stage: str):
+    """(the stage's LLM or None, why not): no provider, the stage switched off, or no sampling."""
     if ctx.llm is None:
-        return Step(value, status="skipped: no LLM provider")
-    return Step(value, status="skipped: this stage has no LLM implementation yet")
+        return None, "no LLM provider"
+    return ctx.llm.stage(stage)

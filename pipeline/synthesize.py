@@ -1,13 +1,50 @@
-"""Stage 2, query synthesis: rewrite the question into several search queries.
+"""Stage 2, query synthesis: 2-3 alternative search queries on the exact topic of the question
+(its specific terms and their synonyms, never broader categories), one more query each for the
+keyword and vector arms.
 
-Needs an LLM; without one the original question is the only query.
+Needs an LLM; without one the question is the only query.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
+from .providers.llm import LLMError
 from .records import Query
-from .stage import Step, llm_unavailable
+from .stage import Step, stage_llm
+
+MAX_VARIANTS = 3
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 
-def synthesize(ctx, query: Query) -> Step[Query]:
-    return llm_unavailable(ctx, query)
+def parse_variants(text: str, question: str) -> tuple[str, ...]:
+    """One query per line; numbering, bullets and quotes dropped, the question itself and repeats
+    left out. Raises LLMError when nothing usable remains."""
+    out: list[str] = []
+    seen = {question.strip().lower()}
+    for line in text.splitlines():
+        q = _BULLET.sub("", line).strip().strip('"').strip("'").strip()
+        if not q or len(q) > 300 or q.lower() in seen or q.endswith(":"):
+            continue
+        seen.add(q.lower())
+        out.append(q)
+    if not out:
+        raise LLMError(f"no usable query in the reply {text.strip()[:60]!r}")
+    return tuple(out[:MAX_VARIANTS])
+
+
+async def synthesize(ctx, query: Query) -> Step[Query]:
+    llm, why = stage_llm(ctx, "synthesis")
+    if llm is None:
+        return Step(query, status=f"skipped: {why}")
+    try:
+        answer = await llm.ask(usage=ctx.usage, timeout_s=ctx.remaining_s(), question=query.text)
+        variants = parse_variants(answer.text, query.text)
+    except LLMError as e:
+        return Step(query, status=f"degraded: {e.reason}", prompt=llm.prompt.id)
+    return Step(
+        replace(query, variants=variants),
+        detail={"variants": list(variants), **answer.detail()},
+        prompt=answer.prompt_id,
+    )

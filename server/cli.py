@@ -1,4 +1,4 @@
-"""The ``memlane`` command: serve, remember, recall, import, export, doctor, reembed."""
+"""The ``memlane`` command: serve, remember, recall, import, export, doctor, reembed, prompts, bench."""
 
 from __future__ import annotations
 
@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--output", "-o", help="file (default: stdout)")
 
     sub.add_parser("doctor", help="check configuration, database, model and versions")
+
+    s = sub.add_parser("prompts", help="the versioned prompt templates of the LLM stages")
+    psub = s.add_subparsers(dest="prompts_command", required=True, metavar="ACTION")
+    psub.add_parser("list", help="every prompt and version, with its id (name@vN#sha8) and purpose")
+    show = psub.add_parser("show", help="one prompt's file: NAME (newest version) or NAME@vN")
+    show.add_argument("name", metavar="NAME[@VERSION]")
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 
@@ -92,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             from .serve import serve
 
             return serve(settings, transport=args.transport, host=args.host, port=args.port)
+        if args.command == "prompts":
+            from .commands import cmd_prompts
+
+            return cmd_prompts(args)
         if args.command == "bench":
             from . import bench_cli
 

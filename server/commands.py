@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,18 @@ async def cmd_doctor(engine: Engine, args) -> int:
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False
         report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
+    if engine.llm is None:
+        report["llm"] = {
+            "provider": "none",
+            "stages": "offline analyser for intent; synthesis, HyDE, rerank skipped",
+        }
+    else:
+        report["llm"] = engine.llm.stats()
+        if engine.llm.wants_sampling:
+            report["llm"]["sampling"] = (
+                "used only when the MCP client declares the sampling capability (VS Code does, Claude "
+                "Desktop does not); deprecated by the 2026-07-28 MCP spec. Without it those stages fall back."
+            )
     versions = {}
     for pkg in (
         "memlane",
@@ -229,3 +242,25 @@ async def cmd_doctor(engine: Engine, args) -> int:
     report["status"] = "ok" if ok else "problems found"
     print(json.dumps(report, indent=2))
     return 0 if ok else 1
+
+
+def cmd_prompts(args) -> int:
+    """``memlane prompts list`` and ``memlane prompts show NAME[@VERSION]``; no database needed."""
+    from memlane.pipeline import prompts
+
+    if args.prompts_command == "list":
+        for _, versions in sorted(prompts.catalogue().items()):
+            for version, p in sorted(versions.items()):
+                newest = " (newest)" if version == max(versions) else ""
+                print(f"{p.id:<32} {p.purpose}{newest}")
+        return 0
+    name, _, version = args.name.partition("@")
+    number = None
+    if version:
+        if not re.fullmatch(r"v?\d+", version):
+            raise InvalidInput(f"{args.name!r}: give NAME or NAME@vN, e.g. rerank@v1")
+        number = int(version.lstrip("v"))
+    p = prompts.get(name, number)
+    print(f"# {p.id}\n# purpose: {p.purpose}\n# variables: {', '.join(p.variables)}\n# output: {p.output}\n")
+    print(f"## system\n{p.system}\n\n## user\n{p.user}")
+    return 0
