@@ -34,6 +34,7 @@ class RecallContext:
     trace: Trace = field(default_factory=Trace)
     usage: Usage = field(default_factory=Usage)  # LLM calls and tokens of this recall
     deadline: float | None = None  # time.monotonic() by which LLM stages must be done
+    fast_path: bool = False  # set by intent routing: no synthesis, HyDE or rerank
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

@@ -169,12 +169,18 @@ class Engine:
             arms=tuple(arms) if arms else None,
         )
         result = await recall_pipeline.recall(ctx)
-        if touch and result.memories:
-            try:
-                await self.store.touch([m.id for m, _ in result.memories])
-            except StoreError as e:  # statistics are best effort: the answer is already there
-                log.warning("could not count the accesses of a recall: %s", e)
+        if touch and not result.deferred:
+            await self.count_accesses(result)
         return result
+
+    async def count_accesses(self, result: RecallResult) -> None:
+        """One access for each memory a recall returned (best effort: the answer is already there)."""
+        if not result.memories:
+            return
+        try:
+            await self.store.touch([m.id for m, _ in result.memories])
+        except StoreError as e:
+            log.warning("could not count the accesses of a recall: %s", e)
 
     async def get(self, memory_id: Any) -> Memory:
         return await self.store.get(v.parse_id(memory_id))

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import prompts
 from .config import LLM_STAGES, LLMConfig
-from .providers.llm import LLM, LLMError, LLMReply, make_provider
+from .providers.llm import LLM, LLMDeferred, LLMError, LLMReply, make_provider
 
 
 @dataclass(slots=True)
@@ -33,6 +33,7 @@ class Usage:
     output_tokens: int = 0
     cost: float = 0.0
     priced: bool = False
+    deferred: int = 0  # stages whose answer comes in a later round (MCP sampling)
 
     def add(self, reply: LLMReply, *, cached: bool, prices: dict) -> None:
         if cached:
@@ -141,6 +142,9 @@ class StageLLM:
             reply = await asyncio.wait_for(call(), timeout=timeout_s)
         except TimeoutError:
             raise LLMError(f"recall deadline passed after {timeout_s:.1f} s") from None
+        except LLMDeferred:
+            usage.deferred += 1
+            raise
         if not isinstance(reply, LLMReply):
             raise LLMError(f"provider returned {type(reply).__name__}, not an LLMReply")
         usage.add(reply, cached=False, prices=svc.cfg.prices)

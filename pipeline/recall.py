@@ -30,7 +30,7 @@ from dataclasses import replace
 from . import adjust, assemble, fuse, hyde, intent, rerank, retrieve, synthesize, threshold
 from .context import RecallContext
 from .records import Query, RecallResult
-from .stage import Step, run_stage
+from .stage import Step, run_stage, stage_llm
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 
@@ -60,13 +60,17 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
 
     async def analyse(c, q):
         step = await intent.analyse(c, q)
+        if not route.done() and c.usage.deferred:  # the client's model answers next round: ask all three now
+            route.set_result((False, "waiting for the client's model"))
         if not route.done():
             complexity = step.value.intent.complexity
             route.set_result((complexity == "simple", f"{step.value.intent.source} intent: {complexity}"))
         return step
 
-    def gated(fn):
+    def gated(name, fn):
         async def run(c, q):
+            if stage_llm(c, name)[0] is None:  # nothing to route: the stage says why it cannot run
+                return await fn(c, q)
             if route.done() and route.result()[0]:
                 return Step(q, status=f"skipped: fast path ({route.result()[1]})")
             work = asyncio.ensure_future(fn(c, q))
@@ -95,8 +99,10 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
 
     understood, synthesised, hypothesised = await asyncio.gather(
         intent_stage(),
-        run_stage(ctx, "synthesis", gated(synthesize.synthesize), query, count=_texts, fallback=query),
-        run_stage(ctx, "hyde", gated(hyde.hypothesise), query, count=_texts, fallback=query),
+        run_stage(
+            ctx, "synthesis", gated("synthesis", synthesize.synthesize), query, count=_texts, fallback=query
+        ),
+        run_stage(ctx, "hyde", gated("hyde", hyde.hypothesise), query, count=_texts, fallback=query),
     )
     # The trace lists the three in pipeline order, whatever order they finished in.
     first = len(ctx.trace.stages) - 3
@@ -115,17 +121,17 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
 async def recall(ctx: RecallContext) -> RecallResult:
     req, cfg = ctx.request, ctx.config.recall
     ctx.deadline = time.monotonic() + cfg.deadline_ms / 1000
-    query, fast = await _understand(ctx, Query(text=req.query))
+    query, ctx.fast_path = await _understand(ctx, Query(text=req.query))
+    if ctx.usage.deferred:
+        # MCP sampling on a 2026-07-28 connection: the caller asks the client and calls again;
+        # retrieving now with a query the next round will change would be wasted.
+        ctx.trace.route = "deferred: waiting for the client's model"
+        return RecallResult(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
     found = await run_stage(
         ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
     )
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
-    if fast:
-        candidates = await run_stage(
-            ctx, "rerank", lambda c, v: Step(v, status="skipped: fast path"), candidates
-        )
-    else:
-        candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
+    candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
     candidates = await run_stage(
         ctx, "threshold", _threshold, candidates, detail={"min_similarity": cfg.min_similarity}
     )
@@ -142,5 +148,9 @@ async def recall(ctx: RecallContext) -> RecallResult:
     if ctx.usage.calls or ctx.usage.cached:
         ctx.trace.llm = ctx.usage.as_dict()
     return RecallResult(
-        memories=[(c.memory, c.score) for c in chosen], ranked=candidates, tokens_used=tokens, trace=ctx.trace
+        memories=[(c.memory, c.score) for c in chosen],
+        ranked=candidates,
+        tokens_used=tokens,
+        trace=ctx.trace,
+        deferred=ctx.usage.deferred > 0,
     )

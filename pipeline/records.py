@@ -114,6 +114,7 @@ class RecallResult:
     ranked: list[Candidate]  # the final order before token packing (what the benchmark scores)
     tokens_used: int
     trace: Trace
+    deferred: bool = False  # an LLM stage waits for the MCP client's model: call again with its answers
 
 
 def stable_key(m: Memory) -> tuple[str, str]:

@@ -60,10 +60,12 @@ async def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     if not candidates:
         return Step(candidates, status="skipped: no candidates")
     llm, why = stage_llm(ctx, "rerank")
-    if llm is None:
-        if cfg.cross_encoder:
-            return await _cross_encode(ctx, candidates)
+    if llm is None and not cfg.cross_encoder:
         return Step(candidates, status=f"skipped: {why}")
+    if ctx.fast_path:
+        return Step(candidates, status="skipped: fast path")
+    if llm is None:
+        return await _cross_encode(ctx, candidates)
     top = candidates[: cfg.rerank_top_n]
     try:
         answer = await llm.ask(

@@ -14,15 +14,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError, NotFound, StoreError
 
 from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .sampling import sampler_for
 from .settings import Settings
 
 log = logging.getLogger("memlane.server")
@@ -192,6 +193,13 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 description="How much work recall may do; offline (no LLM provider) every budget does the same."
             ),
         ] = "mid",
+        mode: Annotated[
+            Literal["auto", "fast", "full"] | None,
+            Field(
+                description="auto: simple questions take the fast path (no query synthesis, HyDE or rerank); "
+                "fast; full. Default: recall.mode (auto)."
+            ),
+        ] = None,
         reference_time: Annotated[
             str | None, Field(description="'Now' for relative dates, ISO 8601; default: the actual now.")
         ] = None,
@@ -200,7 +208,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         explain: Annotated[
             bool, Field(description="Also return the pipeline trace (per-stage timings and counts).")
         ] = False,
-    ) -> RecallResult:
+        ctx: Context | None = None,
+    ) -> RecallResult | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
         async with engine_for_call() as eng:
             req = eng.recall_request(
@@ -209,12 +218,18 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 limit=limit,
                 max_tokens=max_tokens,
                 budget=budget,
+                mode=mode,
                 reference_time=reference_time,
                 category=category,
                 tags=tags,
                 explain=explain,
             )
-            res = await eng.recall(req)
+            sampler = sampler_for(ctx, eng.llm)
+            res = await eng.recall(req, sampling=sampler, touch=sampler is None)
+            if sampler is not None:
+                if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
+                    return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
+                await eng.count_accesses(res)
         return RecallResult(
             memories=[MemoryOut.of(m, s) for m, s in res.memories],
             tokens_used=res.tokens_used,

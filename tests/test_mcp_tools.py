@@ -51,9 +51,8 @@ MEMORY_FIELDS = {
 
 @pytest.fixture
 def connect(database_url, tmp_path, embedder):
-    """``async with connect(**settings) as client``: an in-process client on this test's database.
-    Settings are built with load() rather than Settings(...), which raises TypeError when no load()
-    has run before in the process (see the report)."""
+    """``async with connect(**settings) as client``: an in-process client on this test's database,
+    with settings read as the CLI reads them (through load())."""
 
     @asynccontextmanager
     async def _connect(**overrides: Any):
@@ -300,7 +299,10 @@ async def test_explain_returns_the_nine_stages_in_order_and_names_skipped_llm_st
     for s in trace["stages"]:
         assert {"stage", "ms", "in", "out", "status"} <= set(s)
         assert s["ms"] >= 0
-        if s["stage"] in LLM_STAGES:
+        if s["stage"] == "intent":  # the offline analyser
+            assert s["status"] == "ran" and s["detail"]["implementation"] == "offline (no LLM provider)", s
+            assert s["detail"]["intent"]["primary_intent"] == "temporal"
+        elif s["stage"] in LLM_STAGES:
             assert s["status"] == "skipped: no LLM provider", s
     by_name = {s["stage"]: s for s in trace["stages"]}
     assert by_name["retrieval"]["status"] == "ran"

@@ -44,6 +44,11 @@ class LLMError(MemlaneError):
         self.reason = reason
 
 
+class LLMDeferred(LLMError):
+    """The answer comes later: MCP sampling on a 2026-07-28 connection asks the client between
+    rounds of one tool call, so a stage's first round has no answer yet."""
+
+
 def describe_sdk_error(e: Exception) -> str:
     """A short reason for the trace from an OpenAI or Anthropic SDK exception (same class names)."""
     kind = type(e).__name__
