@@ -1,4 +1,5 @@
-"""``memlane bench``: LoCoMo retrieval quality, latency/throughput, MCP start-up, or all of them.
+"""``memlane bench``: LoCoMo retrieval quality, latency/throughput, MCP start-up, LLM-stage overhead,
+or all of them.
 
 Each benchmark prints its Markdown tables on stdout, progress on stderr, and writes the JSON
 report (the stable, documented layout), a Markdown file and a PNG chart when asked. Nothing here
@@ -49,7 +50,9 @@ def _common(p: argparse.ArgumentParser, plot: bool = True) -> None:
 
 
 def add_parser(sub) -> None:
-    b = sub.add_parser("bench", help="benchmarks: LoCoMo retrieval, latency, MCP start-up (see README)")
+    b = sub.add_parser(
+        "bench", help="benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
+    )
     bs = b.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
 
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
@@ -66,6 +69,13 @@ def add_parser(sub) -> None:
     p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
     p.add_argument("--runs", type=int, default=5, help="spawns to time (default 5)")
     p.add_argument("--calls", type=int, default=20, help="remember and recall calls to time (default 20)")
+    _common(p, plot=False)
+
+    p = bs.add_parser("llm", help="what the LLM stages add to a recall, against a local stand-in API")
+    p.add_argument("--delay-ms", type=float, default=200.0, help="the stand-in's answer delay (default 200)")
+    p.add_argument("--memories", type=int, default=1000, help="store size (default 1000)")
+    p.add_argument("--queries", type=int, default=40, help="recalls per path (default 40)")
+    p.add_argument("--seed", type=int, default=7)
     _common(p, plot=False)
 
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
@@ -124,6 +134,23 @@ def _mcp(args, settings) -> int:
     return 0
 
 
+def _llm(args, settings) -> int:
+    from .bench import llmbench
+
+    result = asyncio.run(
+        llmbench.run(
+            settings,
+            delay_ms=args.delay_ms,
+            memories=args.memories,
+            queries=args.queries,
+            seed=args.seed,
+            show_progress=not args.quiet,
+        )
+    )
+    _write(result, llmbench.markdown(result), args)
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[1]
@@ -168,5 +195,5 @@ def _all(args, settings) -> int:
 
 
 def run(args, settings) -> int:
-    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "all": _all}
+    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "llm": _llm, "all": _all}
     return handlers[args.bench](args, settings)

@@ -289,6 +289,20 @@ def test_mcp_bench_reports_cold_start_and_call_latency():
     assert report["remember_ms"]["n"] == 2 and report["recall_ms"]["n"] == 2 and report["ready_ms"] > 0
 
 
+def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embedder):
+    from memlane.server.bench import llmbench
+
+    report = llmbench.run(
+        bench_settings, delay_ms=20, memories=60, queries=4, embedder=embedder, show_progress=False
+    )
+    report = asyncio.run(report)
+    assert report["offline"]["llm_calls_per_recall"] == 0
+    assert report["llm"]["llm_calls_per_recall"] == 4  # intent, synthesis, HyDE, rerank; cache off
+    assert report["llm"]["stages"]["rerank"]["p50"] >= 20  # it waited for the stand-in
+    assert report["target"]["limit_ms"] == pytest.approx(report["offline"]["recall"]["p50"] + 50, abs=0.01)
+    assert "## LLM stages against a stand-in API answering after 20 ms" in llmbench.markdown(report)
+
+
 @pytest.mark.skipif(not LOCOMO_30.exists(), reason="../shared/locomo is not there")
 def test_one_real_locomo_conversation(bench_settings, embedder):
     report = asyncio.run(locomo.run(bench_settings, LOCOMO_30, embedder=embedder, show_progress=False))
