@@ -119,8 +119,16 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
 
 
 async def recall(ctx: RecallContext) -> RecallResult:
+    started = time.monotonic()
+    ctx.deadline = started + ctx.config.recall.deadline_ms / 1000
+    try:
+        return await _stages(ctx)
+    finally:
+        ctx.trace.wall_ms = (time.monotonic() - started) * 1000
+
+
+async def _stages(ctx: RecallContext) -> RecallResult:
     req, cfg = ctx.request, ctx.config.recall
-    ctx.deadline = time.monotonic() + cfg.deadline_ms / 1000
     query, ctx.fast_path = await _understand(ctx, Query(text=req.query))
     if ctx.usage.deferred:
         # MCP sampling on a 2026-07-28 connection: the caller asks the client and calls again;

@@ -74,10 +74,11 @@ class Trace:
     stages: list[StageTrace] = field(default_factory=list)
     route: str | None = None  # "fast" or "full", and why
     llm: dict[str, Any] = field(default_factory=dict)  # calls and tokens of this recall
+    wall_ms: float | None = None  # the whole recall; stages 1-3 overlap, so not the sum of stages
 
     @property
     def total_ms(self) -> float:
-        return sum(s.ms for s in self.stages)
+        return self.wall_ms if self.wall_ms is not None else sum(s.ms for s in self.stages)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -211,6 +211,19 @@ async def cmd_doctor(engine: Engine, args) -> int:
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False
         report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
+    from memlane.pipeline import prompts
+
+    try:  # every packaged template parses, and no released version was edited
+        report["prompts"] = sorted(
+            p.id for versions in prompts.catalogue().values() for p in versions.values()
+        )
+        missing, changed = prompts.unlocked_or_changed()
+        if changed:
+            ok = False
+            report["prompts_problem"] = f"released prompt versions edited: {', '.join(changed)}"
+    except MemlaneError as e:
+        ok = False
+        report["prompts_problem"] = str(e)
     if engine.llm is None:
         report["llm"] = {
             "provider": "none",
