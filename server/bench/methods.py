@@ -29,6 +29,7 @@ SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
 # Method-name suffix -> recall config overrides; skipped when a field does not exist (any more).
 CONFIG_VARIANTS = {
     "rrf": {"fusion": "rrf"},
+    "rrf-vector": {"fusion": "rrf_vector"},
     "no-threshold": {"min_similarity": -1.0},
 }
 
