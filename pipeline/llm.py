@@ -105,19 +105,15 @@ class Answer:
         return {"model": self.model, "cached": self.cached, "llm_ms": round(self.latency_ms, 1), **self.usage}
 
 
+@dataclass(slots=True)
 class StageLLM:
     """One stage's provider, model and prompt."""
 
-    def __init__(
-        self, service: LLMService, stage: str, provider: LLM, prompt: prompts.Prompt, model_key: str
-    ):
-        self.service, self.stage, self.provider, self.prompt, self.model_key = (
-            service,
-            stage,
-            provider,
-            prompt,
-            model_key,
-        )
+    service: LLMService
+    stage: str
+    provider: LLM
+    prompt: prompts.Prompt
+    model_key: str  # provider:model, part of the cache key
 
     async def ask(self, *, usage: Usage, timeout_s: float | None = None, **variables: str) -> Answer:
         """Render the prompt, answer from the cache or the provider within ``timeout_s``."""

@@ -238,22 +238,23 @@ async def test_every_query_text_and_the_hyde_passage_get_their_own_lists(engine)
     assert lists["keyword"][0][0].content == "The billing service stores invoices in PostgreSQL"
 
 
-async def test_an_engine_given_an_llm_object_passes_it_to_the_stages(engine_config, embedder):
+async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_config, embedder):
+    from llm_fakes import ScriptedLLM
+
     from memlane.pipeline.engine import Engine
 
-    class Provider:
-        name = "scripted"
-
-        async def complete(self, *, system, user, schema=None):  # pragma: no cover - not called yet
-            raise AssertionError("no LLM stage is implemented yet")
-
-    eng = Engine(engine_config, embedder=embedder, llm=Provider())
+    llm = ScriptedLLM()
+    assert engine_config.llm.provider == "none"
+    eng = Engine(engine_config, embedder=embedder, llm=llm)
     await eng.open()
     try:
-        await eng.remember({"content": "The user prefers dark mode"})
-        res = await eng.recall(eng.recall_request("dark mode?"))
+        await eng.remember({"content": "The user prefers dark mode in every editor"})
+        res = await eng.recall(
+            eng.recall_request("Which colour theme does the user like in editors?", mode="full")
+        )
     finally:
         await eng.close()
     status = {s.stage: s.status for s in res.trace.stages}
-    assert status["intent"] == "skipped: this stage has no LLM implementation yet"
-    assert res.memories[0][0].content == "The user prefers dark mode"
+    assert [status[s] for s in ("intent", "synthesis", "hyde", "rerank")] == ["ran"] * 4
+    assert sorted(c["stage"] for c in llm.calls) == ["hyde", "intent", "rerank", "synthesis"]
+    assert res.memories[0][0].content == "The user prefers dark mode in every editor"
