@@ -24,5 +24,9 @@ class StoreError(MemlaneError):
     """The database could not be reached or is in a state memlane cannot use."""
 
 
+class DatabaseUnavailable(StoreError):
+    """The database is down, restarting or unreachable; the message says whether to retry now."""
+
+
 class ModelMismatch(StoreError):
     """The store holds vectors from another embedding model than the configured one."""

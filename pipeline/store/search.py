@@ -63,7 +63,7 @@ class Hit:
 
 
 class SearchQueries:
-    """Mixed into Store; needs ``_pool()`` and the module's row mapping."""
+    """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
     @staticmethod
     def _where(project, query, k, category, tags, common_df) -> tuple[str, dict[str, Any]]:
@@ -98,7 +98,7 @@ class SearchQueries:
         runs it while the query is being embedded."""
         where, params = self._where(project, query, k, category, tags, common_df)
         sql = f"WITH {QUERY_CTES}, {self._keyword_cte(where)} SELECT id FROM kw"
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(sql, params)
             return [r[0] for r in await cur.fetchall()]
 
@@ -148,7 +148,7 @@ class SearchQueries:
             f" {in_vector} AS in_vector, {in_keyword} AS in_keyword"
             f" FROM ({' UNION '.join(arm_ids)}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
         )
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             rows = await cur.fetchall()
         hits = []
