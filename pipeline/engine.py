@@ -89,8 +89,8 @@ class Engine:
         async def on_change(reason: str, restarted: bool) -> None:
             if restarted:
                 await asyncio.to_thread(embedded.heal)  # joins the running server; no restart
-            else:
-                await store.drop_connections(reason)
+            else:  # unless this process has already brought it back meanwhile
+                await store.drop_connections(reason, unless=embedded.ready)
 
         await watch_postmaster(embedded, on_change)
 

@@ -198,3 +198,72 @@ async def test_closing_during_start_up_leaves_no_connection_behind(settings, emb
     await await_until(lambda: connections() == 0, 5, "the start-up's connections are closed")
     await asyncio.sleep(0.5)  # a leaked pool would reconnect meanwhile
     assert connections() == 0
+
+
+def test_a_smart_shutdown_held_open_by_another_client_is_finished_and_the_server_started(
+    own_data_dir, monkeypatch
+):
+    """SIGTERM to the postmaster while a client that is not memlane (psql, an older memlane) stays
+    connected: PostgreSQL waits for it forever and refuses new connections. Starting memlane then
+    waits a bounded time, turns the shutdown into a fast one, and starts the server again, instead
+    of failing with "could not start the embedded PostgreSQL"."""
+    from memlane.pipeline.store import embedded
+
+    monkeypatch.setattr(embedded, "STOPPING_WAIT", 1.0)  # 10 s in production; the path is the same
+    dsn = EmbeddedPostgres(own_data_dir).start()
+    holder = psycopg.connect(dsn, autocommit=True)
+    old = signal_postmaster(own_data_dir, signal.SIGTERM)
+    assert holder.execute("SELECT 1").fetchone() == (1,)  # a smart shutdown keeps its clients
+
+    t0 = time.monotonic()
+    assert EmbeddedPostgres(own_data_dir).start() == dsn
+    took = time.monotonic() - t0
+    assert 1.0 <= took < 10, took
+    assert gone(old) and postmasters(own_data_dir) == [postmaster_pid(own_data_dir)] != [old]
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    with pytest.raises(psycopg.OperationalError):
+        holder.execute("SELECT 1")  # ended by the fast shutdown
+    holder.close()
+
+
+async def _terminate_when_waiting(database_url: str, n: int) -> int:
+    """Terminate the ``n`` sessions of the database that wait on a lock, once they all do."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+        deadline = time.monotonic() + 30
+        while True:
+            cur = await admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            pids = [r[0] for r in await cur.fetchall()]
+            if len(pids) >= n:
+                break
+            assert time.monotonic() < deadline, f"{len(pids)} of {n} sessions reached the lock"
+            await asyncio.sleep(0.02)
+        for pid in pids:
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return len(pids)
+
+
+async def test_a_read_whose_connection_dies_mid_call_runs_again_and_a_write_reports_it(engine, database_url):
+    """A connection lost in the middle of a statement (the server is fine): a read (recall) runs
+    again on a new connection and the caller sees nothing; a write is not repeated, since it may
+    have committed, and fails at once saying so."""
+    await engine.remember(content="The release train leaves every second Thursday", project="p")
+    blocker = await psycopg.AsyncConnection.connect(database_url)
+    await blocker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")  # every query waits
+    read = asyncio.create_task(recalled(engine, "when does the release train leave?", "p"))
+    assert await _terminate_when_waiting(database_url, 1) == 1  # the keyword arm's statement
+    await blocker.rollback()
+    assert await read == ["The release train leaves every second Thursday"]
+
+    await blocker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+    write = asyncio.create_task(engine.remember(content="The release train skips August", project="p"))
+    await _terminate_when_waiting(database_url, 1)
+    await blocker.rollback()
+    await blocker.close()
+    with pytest.raises(DatabaseUnavailable, match="lost during this call .* retry the call"):
+        await write
+    assert await recalled(engine, "does the release train run in August?", "p") == [
+        "The release train leaves every second Thursday"
+    ]

@@ -174,7 +174,7 @@ class EmbeddedPostgres:
                     PostgresServer._instances[self.pgdata] = self._server
                     self._server.ensure_postgres_running()
                     self._server.global_process_id_list.get_and_add(os.getpid())
-                if self._ready():
+                if self.ready():
                     return
                 error: Exception = RuntimeError("the server it found is not ready")
             except Exception as e:  # noqa: BLE001 - pg_ctl failures, pgserver's assertions; retried
@@ -186,7 +186,8 @@ class EmbeddedPostgres:
             log.info("embedded PostgreSQL did not start (%s); retrying", error)
             time.sleep(0.2)
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
+        """A live postmaster that accepts connections; cheap (the pid file, no query)."""
         pm = _postmaster(self.pgdata)
         return pm is not None and pm[1] == "ready" and _process_state(pm[0]) == "alive"
 

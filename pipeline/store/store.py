@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +27,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound, StoreError
+from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
 from . import migrate as migrations
 from .rows import MEMORY_COLUMNS, row_to_memory
@@ -210,7 +211,7 @@ class Store(SearchQueries):
             raise await self._lost_during_call(lost, generation) from lost
 
     async def _acquire(self) -> tuple[psycopg.AsyncConnection, AsyncConnectionPool, int]:
-        for _ in range(3):
+        for _ in range(4):
             generation = self._generation
             if self._down or self.pool is None:
                 await self._recover(generation)  # raises DatabaseUnavailable while it is down
@@ -273,13 +274,17 @@ class Store(SearchQueries):
             if generation != self._generation and not self._down:
                 return  # recovered by a concurrent call meanwhile
             why = await self._probe()
+            if why is not None:
+                # Its connections are dead; closing it also stops it retrying to connect in the
+                # background (a warning a second) while the server is down.
+                await self._replace_pool(open_new=False)
+                self._down = True
             if why is not None and self._heal is not None:
                 log.warning("the embedded database is unreachable (%s): restarting it", why)
                 started = time.monotonic()
                 try:
                     await self._heal()
                 except StoreError as e:
-                    self._down = True
                     raise DatabaseUnavailable(
                         f"the embedded database stopped and could not be restarted: {e}; retry in a few seconds"
                     ) from e
@@ -287,7 +292,6 @@ class Store(SearchQueries):
                 if why is None:
                     log.warning("the embedded database is back after %.2f s", time.monotonic() - started)
             if why is not None:
-                self._down = True
                 raise DatabaseUnavailable(
                     f"the database is unavailable ({why}); memlane reconnects by itself once it is back: "
                     "retry in a few seconds"
@@ -295,19 +299,22 @@ class Store(SearchQueries):
             await self._replace_pool(open_new=True)
             self._down = False
 
-    async def _lost_during_call(self, e: psycopg.Error, generation: int) -> DatabaseUnavailable:
+    async def _lost_during_call(self, e: psycopg.Error, generation: int) -> ConnectionLost:
         log.warning("the database connection was lost during a call: %s", _why(e))
         try:
             await self._recover(generation)
         except DatabaseUnavailable as d:
-            return DatabaseUnavailable(f"the database connection was lost during this call ({_why(e)}); {d}")
+            return ConnectionLost(
+                f"the database connection was lost during this call ({_why(e)}); {d}", recovered=False
+            )
         back = (
             "the embedded database has been restarted" if self._heal is not None else "the database is back"
         )
-        return DatabaseUnavailable(
+        return ConnectionLost(
             f"the database connection was lost during this call ({_why(e)}); {back}: retry the call. "
             "Nothing is half-written: the call's changes were stored whole or not at all (a retried "
-            "remember of a memory that did get stored answers 'duplicate' with its id)"
+            "remember of a memory that did get stored answers 'duplicate' with its id)",
+            recovered=True,
         )
 
     async def _replace_pool(self, *, open_new: bool) -> None:
@@ -321,14 +328,17 @@ class Store(SearchQueries):
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
-    async def drop_connections(self, reason: str) -> None:
+    async def drop_connections(self, reason: str, *, unless: Callable[[], bool] | None = None) -> None:
         """Close this process's connections now; the next call reconnects (and heals) first. For a
         server in smart shutdown, which waits for its clients to leave: pooled idle connections
-        would otherwise keep it alive forever, refusing everyone else."""
+        would otherwise keep it alive forever, refusing everyone else. ``unless`` is checked once
+        no recovery is running: true when that recovery has already dealt with the change."""
         if self.pool is None:
             return
-        log.warning("%s: closing this process's database connections", reason)
         async with self._recovery:
+            if unless is not None and unless():
+                return
+            log.warning("%s: closing this process's database connections", reason)
             await self._replace_pool(open_new=False)
             self._down = True
 
@@ -548,3 +558,28 @@ class Store(SearchQueries):
             "missing_embeddings": missing,
             "schema_version": self.schema_version,
         }
+
+
+def _read_again_once(method):
+    """Run a read again, once, when its connection was lost mid-call and the database is back: a
+    read has no effect to duplicate, so the caller need not see the outage at all."""
+
+    @functools.wraps(method)
+    async def wrapper(self, *args, **kwargs):
+        try:
+            return await method(self, *args, **kwargs)
+        except ConnectionLost as e:
+            if not e.recovered:
+                raise
+            log.info("retrying %s after the database came back", method.__name__)
+            return await method(self, *args, **kwargs)
+
+    return wrapper
+
+
+# Reads, retried once (see _read_again_once). Writes are not: one whose connection died may have
+# committed, and its error says so. (A list here rather than decorators, so the methods' own code
+# stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
+for _name in ("get_setting", "get", "stats", "search", "keyword_candidates", "touch"):
+    if hasattr(Store, _name):
+        setattr(Store, _name, _read_again_once(getattr(Store, _name)))
