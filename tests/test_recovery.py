@@ -87,6 +87,8 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
                         lambda old=old: gone(old), 8, "the servers let the smart shutdown finish"
                     )
                     print(f"SIGTERM: the servers let the postmaster exit after {left:.2f} s")
+                else:  # call once it is dead (a fast shutdown takes a moment), not on the old server
+                    wait_until(lambda old=old: gone(old), 10, "the postmaster exits")
                 fact = f"Round {round_no}: the deploy freeze starts on day {round_no + 10}"
                 # Both servers at once: they race to restart the server on the same data directory.
                 (found, a_errors), (stored, b_errors) = await asyncio.gather(
@@ -108,6 +110,9 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
                 for fact in facts:
                     res = await call(client, "recall", {"query": fact, "project": "ops", "limit": 3})
                     assert fact in [m["content"] for m in res["memories"]], fact
+        # Both servers have exited: the last one out stops the server it did not start itself
+        # (pgserver's record of the postmaster follows every restart).
+        wait_until(lambda: not postmasters(data_dir), 30, "the last server out stops PostgreSQL")
     finally:
         stop_leftover_postgres(data_dir)
     summary = {k: round(statistics.median(v), 2) for k, v in times.items()}

@@ -247,20 +247,23 @@ async def watch_postmaster(embedded: EmbeddedPostgres, on_change, interval: floa
     import asyncio
 
     seen = embedded.status()
+    ready_pid = seen[0] if seen is not None and seen[1] == "ready" else None
     while True:
         await asyncio.sleep(interval)
         now = embedded.status()
         if now == seen:
             continue
+        seen = now
         if now is None:
             change = ("the embedded PostgreSQL stopped", False)
         elif now[1] == "stopping":
             change = ("the embedded PostgreSQL is shutting down", False)
-        elif now[1] == "ready" and (seen is None or now[0] != seen[0]):
+        elif now[1] == "ready" and now[0] != ready_pid:
+            # (compared with the last *ready* pid: a restart may be seen as "starting" first)
+            ready_pid = now[0]
             change = (f"the embedded PostgreSQL was started again (pid {now[0]})", True)
         else:
-            change = None  # starting -> ready of the same server: nothing to do
-        seen = now
+            change = None  # a server starting: nothing to do yet
         if change is not None:
             try:
                 await on_change(*change)
