@@ -213,10 +213,10 @@ class Store(SearchQueries):
     async def _acquire(self) -> tuple[psycopg.AsyncConnection, AsyncConnectionPool, int]:
         for _ in range(4):
             generation = self._generation
-            if self._down or self.pool is None:
+            pool = self._pool()  # (None only before open or after close: not reopened here)
+            if self._down:
                 await self._recover(generation)  # raises DatabaseUnavailable while it is down
                 continue
-            pool = self._pool()
             try:
                 conn = await pool.getconn(timeout=min(self._timeout, ACQUIRE_WAIT))
             except PoolClosed:
@@ -266,13 +266,14 @@ class Store(SearchQueries):
             await conn.close()
             return None
 
-    async def _recover(self, generation: int) -> None:
+    async def _recover(self, generation: int) -> bool:
         """Bring the database back (heal) if it is gone, then replace the pool; raises
         DatabaseUnavailable if it stays unreachable. Calls that hit the same outage wait for the
-        first one's recovery instead of each restarting the server."""
+        first one's recovery instead of each restarting the server. True if it healed."""
+        healed = False
         async with self._recovery:
             if generation != self._generation and not self._down:
-                return  # recovered by a concurrent call meanwhile
+                return healed  # recovered by a concurrent call meanwhile
             why = await self._probe()
             if why is not None:
                 # Its connections are dead; closing it also stops it retrying to connect in the
@@ -290,6 +291,7 @@ class Store(SearchQueries):
                     ) from e
                 why = await self._probe()
                 if why is None:
+                    healed = True
                     log.warning("the embedded database is back after %.2f s", time.monotonic() - started)
             if why is not None:
                 raise DatabaseUnavailable(
@@ -298,18 +300,17 @@ class Store(SearchQueries):
                 )
             await self._replace_pool(open_new=True)
             self._down = False
+        return healed
 
     async def _lost_during_call(self, e: psycopg.Error, generation: int) -> ConnectionLost:
         log.warning("the database connection was lost during a call: %s", _why(e))
         try:
-            await self._recover(generation)
+            healed = await self._recover(generation)
         except DatabaseUnavailable as d:
             return ConnectionLost(
                 f"the database connection was lost during this call ({_why(e)}); {d}", recovered=False
             )
-        back = (
-            "the embedded database has been restarted" if self._heal is not None else "the database is back"
-        )
+        back = "the embedded database has been restarted" if healed else "memlane has reconnected"
         return ConnectionLost(
             f"the database connection was lost during this call ({_why(e)}); {back}: retry the call. "
             "Nothing is half-written: the call's changes were stored whole or not at all (a retried "
