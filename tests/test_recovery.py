@@ -33,6 +33,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 # plus, after SIGKILL, the time the container's init takes to reap the postmaster (~2 s here).
 FAST = 10.0
 RECOVERY_BUDGET = 30.0
+# One memory stored right after each restart; distinct, so recalling each one is unambiguous.
+ROUND_FACTS = [
+    "The staging cluster is called Juniper",
+    "Priya reviews every database migration",
+    "The mobile app ships on the first Monday of the month",
+    "Invoices are archived for seven years",
+    "The VPN certificate expires in March",
+    "Kenji prefers Rust for command-line tools",
+]
 
 
 def stdio_params(data_dir: Path) -> StdioServerParameters:
@@ -89,7 +98,7 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
                     print(f"SIGTERM: the servers let the postmaster exit after {left:.2f} s")
                 else:  # call once it is dead (a fast shutdown takes a moment), not on the old server
                     wait_until(lambda old=old: gone(old), 10, "the postmaster exits")
-                fact = f"Round {round_no}: the deploy freeze starts on day {round_no + 10}"
+                fact = ROUND_FACTS[round_no]
                 # Both servers at once: they race to restart the server on the same data directory.
                 (found, a_errors), (stored, b_errors) = await asyncio.gather(
                     until_it_works(a, "recall", {"query": "where is the on-call rota?", "project": "ops"}),
@@ -108,7 +117,7 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
             # Every memory acknowledged before and between the crashes is there, from both servers.
             for client in (a, b):
                 for fact in facts:
-                    res = await call(client, "recall", {"query": fact, "project": "ops", "limit": 3})
+                    res = await call(client, "recall", {"query": fact, "project": "ops", "limit": 5})
                     assert fact in [m["content"] for m in res["memories"]], fact
         # Both servers have exited: the last one out stops the server it did not start itself
         # (pgserver's record of the postmaster follows every restart).
