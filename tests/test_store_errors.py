@@ -188,6 +188,8 @@ async def test_closing_during_start_up_leaves_no_connection_behind(settings, emb
     state.start()
     await asyncio.sleep(delay)
     await state.close()
+    assert state._startup.done(), "close returned while the start-up was still unwinding"
+    assert state.engine.store is None
 
     def connections() -> int:
         with psycopg.connect(database_url, autocommit=True) as conn:
