@@ -49,6 +49,10 @@ SETTINGS_FILE = "memlane.conf"
 SETTINGS = """\
 # Written by memlane; read at server start. Edit, then restart every memlane process.
 shared_buffers = '256MB'
+# PostgreSQL's defaults, stated: an acknowledged remember is on disk and survives a crash.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
 """
 
 
