@@ -6,6 +6,7 @@ starts and the embedding model loads in the background.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from .providers.embedder import Embedder, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
-from .store.embedded import start_embedded
+from .store.embedded import EmbeddedPostgres, watch_postmaster
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +57,60 @@ class Engine:
     def data_dir(self) -> Path:
         return Path(self.config.data_dir or default_data_dir()).expanduser()
 
+    _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
+    _watcher: asyncio.Task | None = None
+
     async def open(self, *, check_model: bool = True) -> None:
         """Start/join the database, apply migrations, check the embedding model. Idempotent.
         ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model."""
         if self._opened:
             return
+        heal = None
         if self.config.database.url is not None:
             dsn = self.config.database.url.get_secret_value()
         else:
-            dsn = await asyncio.to_thread(start_embedded, self.data_dir)
+            # memlane owns the embedded server: the store may restart it (heal) when it finds it gone.
+            embedded = EmbeddedPostgres(self.data_dir)
+            dsn = await asyncio.to_thread(embedded.start)
+            self._embedded = embedded
+
+            async def heal() -> None:
+                await asyncio.to_thread(embedded.heal)
+
         db = self.config.database
-        store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout)
-        await store.open()
-        if check_model:
-            try:
+        store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout, heal=heal)
+        try:
+            await store.open()
+            if check_model:
                 await store.ensure_model(self.embedder.model_id, self.embedder.dim)
-            except Exception:
-                await store.close()
-                raise
+        except BaseException:  # cancellation too (State.close during start-up): no pool left behind
+            await store.close()
+            raise
         self.store = store
+        if self._embedded is not None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(self._embedded, store))
         self._opened = True
 
+    @staticmethod
+    async def _watch(embedded: EmbeddedPostgres, store: Store) -> None:
+        """Follow the embedded server's pid file: drop this process's connections when the server
+        shuts down (a smart shutdown waits for them), and record a server another process started,
+        so that pgserver's last process out stops that one."""
+
+        async def on_change(reason: str, restarted: bool) -> None:
+            if restarted:
+                await asyncio.to_thread(embedded.heal)  # joins the running server; no restart
+            else:  # unless this process has already brought it back meanwhile
+                await store.drop_connections(reason, unless=embedded.ready)
+
+        await watch_postmaster(embedded, on_change)
+
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         if self.store is not None:
             await self.store.close()
             self.store = None

