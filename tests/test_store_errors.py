@@ -64,7 +64,7 @@ def test_the_embedded_server_runs_with_durable_commits(pg_root):
 async def test_connections_the_server_dropped_are_replaced_without_an_error(engine, database_url):
     """The server ends every connection of the pool (an administrator, an idle timeout, a restart):
     the next calls check out a connection, find it dead, reconnect, and run once."""
-    await engine.remember(content="The staging database runs on port 6543", project="p")
+    await engine.remember({"content": "The staging database runs on port 6543", "project": "p"})
     with psycopg.connect(database_url, autocommit=True) as admin:
         n = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -74,8 +74,8 @@ async def test_connections_the_server_dropped_are_replaced_without_an_error(engi
     assert await recalled(engine, "which port does staging use?", "p") == [
         "The staging database runs on port 6543"
     ]
-    out = await engine.remember(content="Production runs on port 5432", project="p")
-    assert out["status"] == "created"  # run once, so the status is exact
+    out = await engine.remember({"content": "Production runs on port 5432", "project": "p"})
+    assert out.status == "created"  # run once, so the status is exact
 
 
 async def test_an_external_database_that_is_down_fails_fast_and_is_reconnected_when_back(
@@ -87,7 +87,7 @@ async def test_an_external_database_that_is_down_fails_fast_and_is_reconnected_w
     eng = Engine(EngineConfig(data_dir=own_data_dir, database=DatabaseConfig(url=dsn)), embedder=embedder)
     await eng.open()
     try:
-        await eng.remember(content="The invoice service is written in Go", project="p")
+        await eng.remember({"content": "The invoice service is written in Go", "project": "p"})
         pid = signal_postmaster(own_data_dir, signal.SIGINT)  # fast shutdown
         await await_until(lambda: gone(pid), 30, "the server stops")
 
@@ -105,9 +105,8 @@ async def test_an_external_database_that_is_down_fails_fast_and_is_reconnected_w
         assert await recalled(eng, "what language is the invoice service in?", "p") == [
             "The invoice service is written in Go"
         ]
-        assert (await eng.remember(content="The invoice service deploys on Fridays", project="p"))[
-            "status"
-        ] == "created"
+        out = await eng.remember({"content": "The invoice service deploys on Fridays", "project": "p"})
+        assert out.status == "created"
     finally:
         await eng.close()
 
@@ -121,7 +120,7 @@ async def test_the_embedded_server_is_restarted_and_an_interrupted_write_is_abse
     try:
         kept = ["Dana owns the billing service", "The billing service bills monthly"]
         for c in kept:
-            await eng.remember(content=c, project="p")
+            await eng.remember({"content": c, "project": "p"})
         batch = [
             {"content": "Eve joined the data team", "project": "p"},
             {"content": "The data team meets on Tuesdays", "project": "p"},
@@ -163,7 +162,7 @@ async def test_the_embedded_server_is_restarted_and_an_interrupted_write_is_abse
         contents = {m.content for b in [x async for x in eng.store.iter_memories("p")] for m in b}
         assert contents == set(kept), "an acknowledged memory is missing or the interrupted batch left rows"
         out = await eng.remember_many(batch)
-        assert [o["status"] for o in out] == ["created"] * 3
+        assert [o.status for o in out] == ["created"] * 3
     finally:
         await eng.close()
 
@@ -183,7 +182,9 @@ async def test_a_failed_start_up_is_retried_on_the_next_call(pg_root, embedder, 
     with psycopg.connect(pg_root, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     eng = await state.ready()
-    assert (await eng.remember(content="Grace prefers morning meetings", project="p"))["status"] == "created"
+    assert (
+        await eng.remember({"content": "Grace prefers morning meetings", "project": "p"})
+    ).status == "created"
     await state.close()
 
 
@@ -258,7 +259,7 @@ async def test_a_read_whose_connection_dies_mid_call_runs_again_and_a_write_repo
     """A connection lost in the middle of a statement (the server is fine): a read (recall) runs
     again on a new connection and the caller sees nothing; a write is not repeated, since it may
     have committed, and fails at once saying so."""
-    await engine.remember(content="The release train leaves every second Thursday", project="p")
+    await engine.remember({"content": "The release train leaves every second Thursday", "project": "p"})
     blocker = await psycopg.AsyncConnection.connect(database_url)
     await blocker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")  # every query waits
     read = asyncio.create_task(recalled(engine, "when does the release train leave?", "p"))
@@ -267,7 +268,9 @@ async def test_a_read_whose_connection_dies_mid_call_runs_again_and_a_write_repo
     assert await read == ["The release train leaves every second Thursday"]
 
     await blocker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
-    write = asyncio.create_task(engine.remember(content="The release train skips August", project="p"))
+    write = asyncio.create_task(
+        engine.remember({"content": "The release train skips August", "project": "p"})
+    )
     await _terminate_when_waiting(database_url, 1)
     await blocker.rollback()
     await blocker.close()

@@ -84,17 +84,24 @@ ZOMBIE_WAIT = 10.0
 # How long to keep retrying a start PostgreSQL refused, e.g. "pre-existing shared memory block is
 # still in use" while a killed server's backends are still exiting (they exit within milliseconds).
 START_RETRY = 5.0
+# How long to wait for a standalone backend (initdb's single-user postgres, run by another process
+# creating the data directory) to finish before trying to start anyway.
+STANDALONE_WAIT = 60.0
 WATCH_INTERVAL = 0.5
 
 
 def _postmaster(pgdata: Path) -> tuple[int, str] | None:
-    """(pid, status) from ``postmaster.pid``; status is ``starting``, ``ready``, ``stopping`` or ``""``
-    (a server still writing the file). None when there is no (readable) file."""
+    """(pid, status) from ``postmaster.pid``; status is ``starting``, ``ready``, ``stopping``,
+    ``standalone`` or ``""`` (a server still writing the file). None when there is no (readable)
+    file. A negative pid is PostgreSQL's mark of a standalone backend, such as the single-user
+    postgres that initdb runs while another process initialises the data directory."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid = int(lines[0])
     except (OSError, ValueError, IndexError):
         return None
+    if pid <= 0:
+        return -pid, "standalone"
     return pid, (lines[7].strip() if len(lines) > 7 else "")
 
 
@@ -220,6 +227,9 @@ class EmbeddedPostgres:
             now = time.monotonic()
             if state == "zombie" and now - started < ZOMBIE_WAIT:
                 time.sleep(0.05)
+                continue
+            if state == "alive" and status == "standalone" and now - started < STANDALONE_WAIT:
+                time.sleep(0.1)  # initdb (another process) is still preparing the directory
                 continue
             if state != "alive" or status != "stopping":
                 return
