@@ -146,14 +146,14 @@ class Engine:
         return result
 
     async def get(self, memory_id: Any) -> Memory:
-        return await self.store.get(v.parse_id(memory_id))
+        return await self.store.get(await self.store.resolve_id(memory_id))
 
     async def forget(self, memory_id: Any) -> Memory:
-        return await self.store.delete(v.parse_id(memory_id))
+        return await self.store.delete(await self.store.resolve_id(memory_id))
 
     async def update(self, memory_id: Any, changes: dict[str, Any]) -> Memory:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
-        mid = v.parse_id(memory_id)
+        mid = await self.store.resolve_id(memory_id)
         changes = {k: val for k, val in changes.items() if val is not None}
         allowed = set(remember_path.FIELDS) - {"project", "source"}
         unknown = sorted(set(changes) - allowed)

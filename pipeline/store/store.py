@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..errors import InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
 from . import migrate as migrations
+from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
 
@@ -41,7 +42,7 @@ class StoredRow:
     source: str | None
 
 
-class Store(SearchQueries):
+class Store(SearchQueries, HandleQueries):
     def __init__(self, dsn: str, *, pool_min: int = 1, pool_max: int = 8, timeout: float = 30.0) -> None:
         self._dsn = dsn
         self._pool_min = pool_min
