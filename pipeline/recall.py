@@ -70,10 +70,21 @@ async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve
     with _stage(trace, "adjustments", len(candidates)) as st:
         candidates, st.status = adjust.adjust(candidates, req.reference_time)
     with _stage(trace, "assembly", len(candidates)) as st:
-        chosen, tokens = assemble.assemble(candidates, limit=req.limit, max_tokens=req.max_tokens)
+        packed = await assemble.assemble(
+            candidates,
+            limit=req.limit,
+            max_tokens=req.max_tokens,
+            explain=req.explain,
+            handles=engine.store.handles,
+        )
+        chosen, tokens = packed.chosen, packed.tokens_used
         st.count_out = len(chosen)
         st.detail = {"tokens_used": tokens, "max_tokens": req.max_tokens, "limit": req.limit}
 
     return RecallResult(
-        memories=[(c.memory, c.score) for c in chosen], ranked=candidates, tokens_used=tokens, trace=trace
+        memories=[(c.memory, c.score) for c in chosen],
+        ranked=candidates,
+        tokens_used=tokens,
+        trace=trace,
+        rendered=packed.rendered,
     )

@@ -100,6 +100,7 @@ class RecallResult:
     ranked: list[Candidate]  # the final order before token packing (what the benchmark scores)
     tokens_used: int
     trace: Trace
+    rendered: dict[str, Any] = field(default_factory=dict)  # what the client's model reads (render.py)
 
 
 def stable_key(m: Memory) -> tuple[str, str]:

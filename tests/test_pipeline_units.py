@@ -5,7 +5,7 @@ from uuid import uuid4
 
 import pytest
 
-from memlane.pipeline import assemble, fuse, threshold, validate
+from memlane.pipeline import assemble, fuse, render, threshold, validate
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
@@ -57,9 +57,9 @@ def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
 def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
     long = Candidate(mem("word " * 500))
     short1, short2, short3 = (Candidate(mem(f"short fact number {i}")) for i in range(3))
-    chosen, used = assemble.assemble([short1, long, short2, short3], limit=2, max_tokens=50)
-    assert [c.memory.content for c in chosen] == [short1.memory.content, short2.memory.content]
-    assert used == count_tokens(short1.memory.content) + count_tokens(short2.memory.content) <= 50
+    packed = assemble.pack([short1, long, short2, short3], limit=2, max_tokens=80)
+    assert [c.memory.content for c in packed.chosen] == [short1.memory.content, short2.memory.content]
+    assert packed.tokens_used == count_tokens(render.to_text(packed.rendered)) <= 80
 
 
 def test_token_counts_match_cl100k_base():
