@@ -8,7 +8,7 @@
 | 4 | retrieval | retrieve.py | vector (cosine) + keyword (BM25) arms |
 | 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
 | 6 | rerank | rerank.py | skipped: fused order kept |
-| 7 | relevance threshold | threshold.py | no shared word and cosine under recall.min_similarity: dropped |
+| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine; else dropped |
 | 8 | scoring adjustments | adjust.py | pass-through for now |
 | 9 | token-budgeted assembly | assemble.py | best memories within max_tokens and limit |
 """
@@ -64,7 +64,7 @@ async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve
     with _stage(trace, "rerank", len(candidates)) as st:
         candidates, st.status = rerank.rerank(req.query, candidates, llm)
     with _stage(trace, "threshold", len(candidates)) as st:
-        candidates = threshold.apply_floor(candidates, cfg.min_similarity)
+        candidates = threshold.apply_floor(candidates, cfg, query=req.query)
         st.count_out = len(candidates)
         st.detail = {"min_similarity": cfg.min_similarity}
     with _stage(trace, "adjustments", len(candidates)) as st:

@@ -228,3 +228,18 @@ async def test_over_mcp_both_blocks_are_the_same_compact_result_within_the_budge
                         assert "note" not in data
                     elif max_tokens >= 40:  # room for the note (a smaller budget sends the bare result)
                         assert data["note"]
+
+
+@pytest.mark.anyio
+async def test_an_unrelated_question_gets_an_empty_list_and_a_note(connect):
+    async with connect() as client:
+        for f in FACTS:
+            await client.call_tool("remember", {"content": f})
+        r = await client.call_tool("recall", {"query": "What is the boiling point of mercury?"})
+        assert r.structured_content == {
+            "memories": [],
+            "tokens_used": r.structured_content["tokens_used"],
+            "note": NOTE_NOTHING,
+        }
+        hit = await client.call_tool("recall", {"query": "where do the office coffee beans come from?"})
+        assert hit.structured_content["memories"][0]["content"] == FACTS[1]

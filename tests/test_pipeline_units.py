@@ -6,6 +6,7 @@ from uuid import uuid4
 import pytest
 
 from memlane.pipeline import assemble, fuse, render, threshold, validate
+from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
@@ -47,11 +48,16 @@ def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
 
 
 def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
-    kw = Candidate(mem("kw"), ranks={"keyword": 1, "vector": 9}, arm_scores={"keyword": 0.1, "vector": 0.01})
+    # Today's rule alone (the adaptive parts are in tests/test_threshold.py): a shared word keeps a
+    # candidate, no shared word and a cosine under min_similarity drops it.
+    cfg = RecallConfig(semantic_min_similarity=0.3, word_min_similarity=-1.0, relative_floor=0.0)
+    kw = Candidate(
+        mem("staging"), ranks={"keyword": 1, "vector": 9}, arm_scores={"keyword": 0.1, "vector": 0.01}
+    )
     weak = Candidate(mem("weak"), ranks={"vector": 1}, arm_scores={"vector": 0.05})
     strong = Candidate(mem("strong"), ranks={"vector": 2}, arm_scores={"vector": 0.4})
-    kept = threshold.apply_floor([kw, weak, strong], 0.1)
-    assert [c.memory.content for c in kept] == ["kw", "strong"]
+    kept = threshold.apply_floor([kw, weak, strong], cfg, query="staging")
+    assert [c.memory.content for c in kept] == ["staging", "strong"]
 
 
 def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
