@@ -73,6 +73,10 @@ def parse_id_prefix(value: Any) -> UUID | str:
         return parse_id(text)
     if MIN_PREFIX_HEX <= len(digits) < 32 and _HEX_RE.match(digits):
         return digits
+    try:  # the other spellings uuid.UUID reads ('{...}', 'urn:uuid:...')
+        return UUID(text)
+    except ValueError:
+        pass
     raise InvalidInput(
         f"id {value!r} is not a memory id: give the id as recall returns it (at least its first "
         f"{MIN_PREFIX_HEX} hex digits, e.g. '0190a3c4') or the full UUID"

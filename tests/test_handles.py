@@ -41,6 +41,7 @@ def test_prefixes_parse_with_or_without_hyphens_and_need_8_hex_digits():
     assert validate.parse_id_prefix("abcd1234-00") == "abcd123400"
     assert validate.parse_id_prefix(str(TWIN_A)) == TWIN_A
     assert validate.parse_id_prefix(TWIN_A.hex) == TWIN_A
+    assert validate.parse_id_prefix(TWIN_A.urn) == TWIN_A
     for bad in ("abcd123", "not-a-uuid", "abcd123g", ""):
         with pytest.raises(InvalidInput, match="at least its first 8 hex digits"):
             validate.parse_id_prefix(bad)
