@@ -11,6 +11,7 @@ the developer reading it, and it is only complete after this stage has run.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,18 +44,27 @@ class Packed:
 
 
 def _settle(memories: list[dict[str, Any]], note: str | None) -> tuple[dict[str, Any], int]:
-    """The rendered result and its exact token count, ``tokens_used`` included: iterate
-    ``n = count(render(n))`` from below; the count only grows with n's digits, so it converges in
-    two or three rounds."""
-    n = 0
-    while True:
+    """The rendered result and its exact token count, ``tokens_used`` included. cl100k splits
+    digits into pre-tokens of their own, so the count is the count with ``0`` there plus the
+    digits' tokens: solve ``n = base + tokens(str(n))`` on short strings, then check it with one
+    full count (and fall back to iterating full counts if a tokenizer ever broke that rule)."""
+    body = render.envelope(memories, 0, note)
+    base = count_tokens(render.to_text(body)) - count_tokens("0")
+    n = base + 1
+    while (m := base + count_tokens(str(n))) != n:
+        n = m
+    body = render.envelope(memories, n, note)
+    cost = count_tokens(render.to_text(body))
+    while cost != n:  # not reached with cl100k; converges: the count only grows with the digits
+        n = cost
         body = render.envelope(memories, n, note)
         cost = count_tokens(render.to_text(body))
-        if cost == n:
-            return body, n
-        if cost < n:  # cannot happen with cl100k (digits are their own pre-tokens); be safe anyway
-            return render.envelope(memories, cost, note), n
-        n = cost
+    return body, n
+
+
+@functools.cache
+def _bare_cost() -> int:
+    return _settle([], None)[1]
 
 
 def pack(
@@ -70,7 +80,7 @@ def pack(
     estimate of their share of the whole (BPE can merge across a boundary); the exact count of the
     final result decides, dropping the last memory taken until it fits."""
     handles = handles or {}
-    _, bare = _settle([], None)
+    bare = _bare_cost()
     if max_tokens < bare:
         raise InvalidInput(f"max_tokens={max_tokens} is below the smallest possible result ({bare} tokens)")
     show_project = len({c.memory.project for c in candidates}) > 1
@@ -115,9 +125,18 @@ async def assemble(
     explain: bool = False,
     handles: HandleLookup | None = None,
 ) -> Packed:
-    """Look up the handles of the memories that may be returned, then pack in a worker thread:
-    counting tokens is CPU work that would otherwise hold up every other request on the loop."""
-    found = await handles([c.memory.id for c in candidates]) if handles and candidates else {}
-    return await asyncio.to_thread(
-        pack, candidates, limit=limit, max_tokens=max_tokens, handles=found, explain=explain
-    )
+    """Pack in a worker thread (counting tokens is CPU work that would hold up every other request
+    on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
+    unique (two ids of a store of 100,000 share their first 8 hex digits with a chance of 1 in
+    40,000 per id); when one needs more digits, its result costs more, so it is packed again."""
+    known: dict[UUID, str] = {}
+    while True:
+        packed = await asyncio.to_thread(
+            pack, candidates, limit=limit, max_tokens=max_tokens, handles=known, explain=explain
+        )
+        missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
+        if handles is None or explain or not missing:
+            return packed
+        known.update(await handles(missing))
+        if all(known[mid] == render.handle_of(mid) for mid in missing):
+            return packed  # the 8-digit handles it was packed with are the unique ones

@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 import pytest
 from mcp import Client
 
-from memlane.pipeline import validate
+from memlane.pipeline import render, validate
 from memlane.pipeline.config import DatabaseConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, NotFound
+from memlane.pipeline.tokens import count_tokens
 from memlane.server.app import build_server
 from memlane.server.settings import load
 
@@ -110,3 +111,14 @@ async def test_over_mcp_recall_shows_handles_that_update_and_forget_accept(conne
 
         gone = await client.call_tool("forget", {"id": m["id"]})
         assert gone.is_error is False and gone.structured_content["id"] == str(LONER)
+
+
+async def test_a_longer_handle_is_shown_and_counted_in_the_budget(connect):
+    async with connect() as (client, engine):
+        await client.call_tool("recall", {"query": "warm up"})
+        await seed(engine)
+        r = await client.call_tool("recall", {"query": "billing service invoices", "limit": 2})
+        data = r.structured_content
+        # The twins share 31 hex digits: only their full ids are unique, and the budget counts them.
+        assert sorted(m["id"] for m in data["memories"]) == [str(TWIN_A), str(TWIN_B)]
+        assert count_tokens(render.to_text(data)) == data["tokens_used"]
