@@ -66,7 +66,12 @@ async def recall(engine, req: RecallRequest, *, arms: tuple[str, ...] = retrieve
     with _stage(trace, "threshold", len(candidates)) as st:
         candidates = threshold.apply_floor(candidates, cfg, query=req.query)
         st.count_out = len(candidates)
-        st.detail = {"min_similarity": cfg.min_similarity}
+        st.detail = {
+            "min_similarity": cfg.min_similarity,
+            "semantic_min_similarity": cfg.semantic_min_similarity,
+            "word_min_similarity": cfg.word_min_similarity,
+            "relative_floor": cfg.relative_floor,
+        }
     with _stage(trace, "adjustments", len(candidates)) as st:
         candidates, st.status = adjust.adjust(candidates, req.reference_time)
     with _stage(trace, "assembly", len(candidates)) as st:
