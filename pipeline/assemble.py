@@ -1,27 +1,142 @@
-"""Stage 9, token-budgeted assembly: the best memories that fit in ``max_tokens`` and ``limit``."""
+"""Stage 9, token-budgeted assembly: the best memories whose rendered result fits in ``max_tokens``
+and ``limit``.
+
+The budget bounds what the client's model reads: the whole compact result (``render.to_text`` of
+``{"memories": [...], "tokens_used": N, "note": ...}``), counted with cl100k_base, not only the
+memories' content. ``tokens_used`` is inside the result it counts, so its own digits are counted
+too (see :func:`_settle`). The trace that ``explain=true`` adds is outside the budget: it is for
+the developer reading it, and it is only complete after this stage has run.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from . import render
+from .errors import InvalidInput
 from .records import Candidate
 from .tokens import count_tokens
 
+NOTE_NOTHING = (
+    "No stored memory is relevant to this question: answer without memories (or ask the user), "
+    "and remember what you learn."
+)
+NOTE_NO_FIT = (
+    "Relevant memories exist but none fits in max_tokens={max_tokens}: ask again with a larger max_tokens."
+)
+# The cheapest memory there can be, '{"id":"0123abcd","content":"","date":"2024-01-01"},' is 19
+# tokens; once less budget than that is left nothing more can fit, so counting stops.
+MIN_MEMORY_TOKENS = 19
 
-def render(c: Candidate) -> str:
-    """The text a memory costs in the client's context (what the token budget counts)."""
-    return c.memory.content
+HandleLookup = Callable[[list[UUID]], Awaitable[dict[UUID, str]]]
 
 
-def assemble(candidates: list[Candidate], *, limit: int, max_tokens: int) -> tuple[list[Candidate], int]:
+@dataclass(slots=True)
+class Packed:
+    chosen: list[Candidate]
+    rendered: dict[str, Any]  # what the client's model reads (render.to_text of it is the text block)
+    tokens_used: int
+
+
+def _settle(memories: list[dict[str, Any]], note: str | None) -> tuple[dict[str, Any], int]:
+    """The rendered result and its exact token count, ``tokens_used`` included. cl100k splits
+    digits into pre-tokens of their own, so the count is the count with ``0`` there plus the
+    digits' tokens: solve ``n = base + tokens(str(n))`` on short strings, then check it with one
+    full count (and fall back to iterating full counts if a tokenizer ever broke that rule)."""
+    body = render.envelope(memories, 0, note)
+    base = count_tokens(render.to_text(body)) - count_tokens("0")
+    n = base + 1
+    while (m := base + count_tokens(str(n))) != n:
+        n = m
+    body = render.envelope(memories, n, note)
+    cost = count_tokens(render.to_text(body))
+    while cost != n:  # not reached with cl100k; converges: the count only grows with the digits
+        n = cost
+        body = render.envelope(memories, n, note)
+        cost = count_tokens(render.to_text(body))
+    return body, n
+
+
+@functools.cache
+def _bare_cost() -> int:
+    return _settle([], None)[1]
+
+
+def pack(
+    candidates: list[Candidate],
+    *,
+    limit: int,
+    max_tokens: int,
+    handles: dict[UUID, str] | None = None,
+    explain: bool = False,
+) -> Packed:
     """Greedy in rank order: a memory that does not fit is skipped and smaller ones after it may
-    still fit, so one long memory does not starve the rest of the budget."""
-    chosen: list[Candidate] = []
-    used = 0
+    still fit, so one long memory does not starve the rest of the budget. Per-memory counts are an
+    estimate of their share of the whole (BPE can merge across a boundary); the exact count of the
+    final result decides, dropping the last memory taken until it fits."""
+    handles = handles or {}
+    bare = _bare_cost()
+    if max_tokens < bare:
+        raise InvalidInput(f"max_tokens={max_tokens} is below the smallest possible result ({bare} tokens)")
+    show_project = len({c.memory.project for c in candidates}) > 1
+    chosen: list[tuple[Candidate, dict[str, Any]]] = []
+    # The envelope plus a comma per memory and the digits of tokens_used (up to 2 tokens).
+    used = bare + 1
     for c in candidates:
-        if len(chosen) >= limit:
+        if len(chosen) >= limit or max_tokens - used < MIN_MEMORY_TOKENS:
             break
-        cost = count_tokens(render(c))
+        view = render.memory_view(
+            c.memory,
+            handles.get(c.memory.id) or render.handle_of(c.memory.id),
+            score=c.score,
+            show_project=show_project,
+            explain=explain,
+        )
+        cost = count_tokens(render.to_text(view)) + 1
         if used + cost > max_tokens:
             continue
-        chosen.append(c)
+        chosen.append((c, view))
         used += cost
-    return chosen, used
+    while True:
+        note = None
+        if not chosen:
+            note = NOTE_NOTHING if not candidates else NOTE_NO_FIT.format(max_tokens=max_tokens)
+        body, tokens = _settle([v for _, v in chosen], note)
+        if tokens <= max_tokens:
+            break
+        if chosen:
+            chosen.pop()
+        else:  # the note itself does not fit a tiny budget: the bare result does (checked above)
+            body, tokens = _settle([], None)
+            break
+    return Packed(chosen=[c for c, _ in chosen], rendered=body, tokens_used=tokens)
+
+
+async def assemble(
+    candidates: list[Candidate],
+    *,
+    limit: int,
+    max_tokens: int,
+    explain: bool = False,
+    handles: HandleLookup | None = None,
+) -> Packed:
+    """Pack in a worker thread (counting tokens is CPU work that would hold up every other request
+    on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
+    unique (two ids of a store of 100,000 share their first 8 hex digits with a chance of 1 in
+    40,000 per id); when one needs more digits, its result costs more, so it is packed again."""
+    known: dict[UUID, str] = {}
+    while True:
+        packed = await asyncio.to_thread(
+            pack, candidates, limit=limit, max_tokens=max_tokens, handles=known, explain=explain
+        )
+        missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
+        if handles is None or explain or not missing:
+            return packed
+        known.update(await handles(missing))
+        if all(known[mid] == render.handle_of(mid) for mid in missing):
+            return packed  # the 8-digit handles it was packed with are the unique ones

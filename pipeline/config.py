@@ -160,6 +160,34 @@ class RecallConfig(Section):
         description="Relevance floor: a candidate that shares no word with the query and whose cosine "
         "similarity is under this is dropped.",
     )
+    semantic_min_similarity: float = Field(
+        default=0.28,
+        ge=-1.0,
+        le=1.0,
+        description="A candidate whose cosine similarity with the question is at least this is kept on "
+        "meaning alone; below it, it needs an informative shared word (see word_min_similarity).",
+    )
+    word_min_similarity: float = Field(
+        default=0.12,
+        ge=-1.0,
+        le=1.0,
+        description="A candidate that shares an informative word with the question is kept when its "
+        "cosine similarity is at least this (a chance shared word in an unrelated memory is not).",
+    )
+    informative_token_rank: int = Field(
+        default=3000,
+        ge=0,
+        description="A question word counts as informative unless it is a stopword or a single "
+        "cl100k_base token with an id under this (merges follow corpus frequency, so those are the "
+        "most frequent words: 'time', 'point', 'year'); 0: every non-stopword is informative.",
+    )
+    relative_floor: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description="A candidate whose fused score is under this share of the best candidate's is "
+        "dropped; 0 turns the relative floor off.",
+    )
 
     mode: Literal["auto", "fast", "full"] = Field(
         default="auto",

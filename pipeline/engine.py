@@ -216,15 +216,15 @@ class Engine:
             log.warning("could not count the accesses of a recall: %s", e)
 
     async def get(self, memory_id: Any) -> Memory:
-        return await self.store.get(v.parse_id(memory_id))
+        return await self.store.get(await self.store.resolve_id(memory_id))
 
     async def forget(self, memory_id: Any) -> Memory:
-        return await self.store.delete(v.parse_id(memory_id))
+        return await self.store.delete(await self.store.resolve_id(memory_id))
 
     async def update(self, memory_id: Any, changes: MemoryPatch | dict[str, Any]) -> Memory:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
-        mid = v.parse_id(memory_id)
         fields = MemoryPatch.parse(self.config, changes).changes()
+        mid = await self.store.resolve_id(memory_id)
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
         return await self.store.update(mid, fields, model_id=self.embedder.model_id)

@@ -8,9 +8,9 @@
 | 4 | retrieval | retrieve.py | vector (cosine) + keyword (BM25) arms |
 | 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
-| 7 | relevance threshold | threshold.py | no shared word and cosine under recall.min_similarity: dropped |
+| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine; else dropped |
 | 8 | scoring adjustments | adjust.py | pass-through for now |
-| 9 | token-budgeted assembly | assemble.py | best memories within max_tokens and limit |
+| 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/stage.py``): it gets the ``RecallContext`` and its
 input, returns its output, and ``run_stage`` records time, counts, status (``ran``, ``skipped: why``,
@@ -40,12 +40,14 @@ def _texts(q: Query) -> int:
 
 
 def _threshold(ctx: RecallContext, candidates):
-    return threshold.apply_floor(candidates, ctx.config.recall.min_similarity)
+    return threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query)
 
 
-def _assemble(ctx: RecallContext, candidates):
+async def _assemble(ctx: RecallContext, candidates):
     req = ctx.request
-    return assemble.assemble(candidates, limit=req.limit, max_tokens=req.max_tokens)
+    return await assemble.assemble(
+        candidates, limit=req.limit, max_tokens=req.max_tokens, explain=req.explain, handles=ctx.store.handles
+    )
 
 
 async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
@@ -140,18 +142,23 @@ async def _stages(ctx: RecallContext) -> RecallResult:
     )
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
     candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
-    candidates = await run_stage(
-        ctx, "threshold", _threshold, candidates, detail={"min_similarity": cfg.min_similarity}
-    )
+    floor = {
+        "min_similarity": cfg.min_similarity,
+        "semantic_min_similarity": cfg.semantic_min_similarity,
+        "word_min_similarity": cfg.word_min_similarity,
+        "relative_floor": cfg.relative_floor,
+    }
+    candidates = await run_stage(ctx, "threshold", _threshold, candidates, detail=floor)
     candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
-    chosen, tokens = await run_stage(
+    packed = await run_stage(
         ctx,
         "assembly",
         _assemble,
         candidates,
-        count=lambda r: len(r[0]) if isinstance(r, tuple) else len(r),
+        count=lambda r: len(r) if isinstance(r, list) else len(r.chosen),
         detail={"max_tokens": req.max_tokens, "limit": req.limit},
     )
+    chosen, tokens = packed.chosen, packed.tokens_used
     ctx.trace.stages[-1].detail["tokens_used"] = tokens
     if ctx.usage.calls or ctx.usage.cached:
         ctx.trace.llm = ctx.usage.as_dict()
@@ -161,4 +168,5 @@ async def _stages(ctx: RecallContext) -> RecallResult:
         tokens_used=tokens,
         trace=ctx.trace,
         deferred=ctx.usage.deferred > 0,
+        rendered=packed.rendered,
     )

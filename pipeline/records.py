@@ -116,6 +116,7 @@ class RecallResult:
     tokens_used: int
     trace: Trace
     deferred: bool = False  # an LLM stage waits for the MCP client's model: call again with its answers
+    rendered: dict[str, Any] = field(default_factory=dict)  # what the client's model reads (render.py)
 
 
 def stable_key(m: Memory) -> tuple[str, str]:

@@ -56,6 +56,33 @@ def parse_id(value: Any) -> UUID:
         ) from None
 
 
+_HEX_RE = re.compile(r"^[0-9a-f]+$")
+MIN_PREFIX_HEX = 8
+
+
+def parse_id_prefix(value: Any) -> UUID | str:
+    """A full id (any form ``uuid.UUID`` reads) or a handle: the first 8 or more hex digits of an id
+    (hyphens optional), returned as lowercase hex without hyphens."""
+    if isinstance(value, UUID):
+        return value
+    if not isinstance(value, str):
+        raise InvalidInput(f"id must be a string, not {type(value).__name__}")
+    text = value.strip().lower()
+    digits = text.replace("-", "")
+    if len(digits) == 32 and _HEX_RE.match(digits):
+        return parse_id(text)
+    if MIN_PREFIX_HEX <= len(digits) < 32 and _HEX_RE.match(digits):
+        return digits
+    try:  # the other spellings uuid.UUID reads ('{...}', 'urn:uuid:...')
+        return UUID(text)
+    except ValueError:
+        pass
+    raise InvalidInput(
+        f"id {value!r} is not a memory id: give the id as recall returns it (at least its first "
+        f"{MIN_PREFIX_HEX} hex digits, e.g. '0190a3c4') or the full UUID"
+    )
+
+
 def project_name(value: Any, default: str) -> str:
     if value is None:
         return default

@@ -16,9 +16,10 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import InputRequiredResult, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from memlane.pipeline import render
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
 
@@ -200,7 +201,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ] = None,
         limit: Annotated[int | None, Field(description="At most this many memories (default 10).")] = None,
         max_tokens: Annotated[
-            int | None, Field(description="Token budget for the returned memories (default 2000).")
+            int | None,
+            Field(description="Token budget (cl100k) for this whole result as you read it (default 2000)."),
         ] = None,
         budget: Annotated[
             Literal["low", "mid", "high"],
@@ -221,10 +223,13 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         category: Annotated[str | None, Field(description="Only memories of this category.")] = None,
         tags: Annotated[list[str] | None, Field(description="Only memories carrying all these tags.")] = None,
         explain: Annotated[
-            bool, Field(description="Also return the pipeline trace (per-stage timings and counts).")
+            bool,
+            Field(
+                description="Also return full ids, scores and the pipeline trace (per-stage timings and counts)."
+            ),
         ] = False,
         ctx: Context | None = None,
-    ) -> RecallResult | InputRequiredResult:
+    ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
         async with engine_for_call() as eng:
             req = eng.recall_request(
@@ -245,10 +250,13 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
                     return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
                 await eng.count_accesses(res)
-        return RecallResult(
-            memories=[MemoryOut.of(m, s) for m, s in res.memories],
-            tokens_used=res.tokens_used,
-            trace=res.trace.as_dict() if explain else None,
+        # Both blocks are the same compact structure, whose tokens the budget counted; the SDK's
+        # own conversion would pretty-print the text block and send absent fields as null.
+        data = dict(res.rendered)
+        if explain:
+            data["trace"] = res.trace.as_dict()
+        return CallToolResult(
+            content=[TextContent(type="text", text=render.to_text(data))], structured_content=data
         )
 
     @server.tool(
@@ -257,7 +265,12 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         )
     )
     async def forget(
-        id: Annotated[str, Field(description="The memory's id, as returned by remember or recall.")],
+        id: Annotated[
+            str,
+            Field(
+                description="The memory's id or a unique start of it (8+ hex digits), as recall returns it."
+            ),
+        ],
     ) -> ForgetResult:
         """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
         async with engine_for_call() as eng:
@@ -270,7 +283,12 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         )
     )
     async def update(
-        id: Annotated[str, Field(description="The memory's id, as returned by remember or recall.")],
+        id: Annotated[
+            str,
+            Field(
+                description="The memory's id or a unique start of it (8+ hex digits), as recall returns it."
+            ),
+        ],
         content: Annotated[str | None, Field(description="New text (re-embedded).")] = None,
         category: Annotated[str | None, Field(description="New category.")] = None,
         tags: Annotated[list[str] | None, Field(description="New tags (replace the old ones).")] = None,

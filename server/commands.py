@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memlane.pipeline import render
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError
 
@@ -73,16 +74,14 @@ async def cmd_recall(engine: Engine, args) -> int:
     )
     res = await engine.recall(req)
     if args.json:
-        out: dict[str, Any] = {
-            "memories": [MemoryOut.of(m, s).model_dump() for m, s in res.memories],
-            "tokens_used": res.tokens_used,
-        }
+        # Exactly what the recall tool returns to an MCP client (full ids and scores with --explain).
+        out: dict[str, Any] = dict(res.rendered)
         if args.explain:
             out["trace"] = res.trace.as_dict()
-        print(json.dumps(out, indent=2))
+        print(render.to_text(out))
         return 0
     if not res.memories:
-        print("(no memories found)")
+        print(f"(no memories found) {res.rendered.get('note', '')}".rstrip())
     for i, (m, score) in enumerate(res.memories, 1):
         when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
         print(f"{i:>2}. {m.content}{when}\n    id={m.id} score={score:.4f} project={m.project}")

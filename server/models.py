@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from memlane.pipeline.records import Memory, Remembered
 
@@ -53,10 +54,52 @@ class RememberResult(BaseModel):
         return cls(id=str(r.id), status=r.status, project=r.project)
 
 
+def _no_null_defaults(schema: dict[str, Any]) -> None:
+    """Optional fields are omitted, never null: the schema should not advertise a null default."""
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None:
+            del prop["default"]
+
+
+class MemoryView(BaseModel):
+    """One recalled memory as the client's model reads it (``memlane.pipeline.render``): optional
+    fields are left out when absent, never sent as null."""
+
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
+
+    id: str = Field(
+        description="Handle: the shortest start of the memory's id that is unique in the store (at "
+        "least 8 hex digits); update and forget accept it. The full id with explain=true."
+    )
+    content: str
+    date: str = Field(description="When it happened (occurred_at), else when it was stored: YYYY-MM-DD.")
+    category: str | SkipJsonSchema[None] = None
+    tags: list[str] | SkipJsonSchema[None] = None
+    pinned: bool | SkipJsonSchema[None] = Field(default=None, description="Present (true) only when pinned.")
+    priority: int | SkipJsonSchema[None] = Field(
+        default=None, description="1 (low) to 5 (critical); present only when not the default 3."
+    )
+    project: str | SkipJsonSchema[None] = Field(
+        default=None, description="Present only when a recall spans several projects."
+    )
+    metadata: dict[str, Any] | SkipJsonSchema[None] = None
+    score: float | SkipJsonSchema[None] = Field(
+        default=None, description="Fused relevance, higher is better (explain=true only)."
+    )
+
+
 class RecallResult(BaseModel):
-    memories: list[MemoryOut]
-    tokens_used: int = Field(description="Tokens (cl100k_base) the returned contents take.")
-    trace: dict[str, Any] | None = Field(
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
+
+    memories: list[MemoryView] = Field(description="Best first; empty when nothing relevant is stored.")
+    tokens_used: int = Field(
+        description="Tokens (cl100k_base) of this whole result as compact JSON, this number included; "
+        "never more than max_tokens (the explain trace is not counted)."
+    )
+    note: str | SkipJsonSchema[None] = Field(
+        default=None, description="Present when no memory is returned: why, and what to do."
+    )
+    trace: dict[str, Any] | SkipJsonSchema[None] = Field(
         default=None, description="Per-stage timings and counts (explain=true)."
     )
 

@@ -209,6 +209,11 @@ def test_locomo_report_layout_scores_and_cleanup(synthetic_file, bench_settings,
     assert {"p50", "p95", "stages"} <= set(lat) and "retrieval" in lat["stages"]
     assert set(lat["stages"]["retrieval"]) == {"p50", "p95"}
     assert report["remember"]["memories"] == 8 and report["remember"]["per_second"] > 0
+    tok = report["tokens_delivered"]  # the rendered result, as the client's model reads it
+    assert 0 < tok["mean"] and tok["p95"] <= tok["max_tokens"] and tok["limit"] == 20
+    unrel = report["unrelated"]
+    assert unrel["questions"] >= 40 and unrel["projects"] == 1 and unrel["recalls"] == unrel["questions"]
+    assert 0 <= unrel["mean_memories"] <= unrel["max_memories"] <= 20
     cfg = report["config"]
     assert cfg["mode"] == "offline" and cfg["embedding_model"] == "local:all-MiniLM-L6-v2"
     assert "last session that has turns" in cfg["reference_time"]

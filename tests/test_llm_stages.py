@@ -128,8 +128,11 @@ async def test_rerank_follows_the_llm_and_drops_out_of_range_and_repeated_indice
         return json.dumps([3, 1, 3, 99, 0, -3])
 
     llm = ScriptedLLM().enqueue("rerank", pick)
-    async with llm_engine(engine_config, embedder, llm) as eng:
-        res = await eng.recall(eng.recall_request(QUESTION), touch=False)
+    no_floor = {"min_similarity": -1.0, "semantic_min_similarity": -1.0, "word_min_similarity": -1.0}
+    async with llm_engine(engine_config, embedder, llm, relative_floor=0.0, **no_floor) as eng:
+        res = await eng.recall(
+            eng.recall_request(QUESTION), touch=False
+        )  # (stage 7 would drop a filler pick)
     assert len(shown) == 20  # recall.rerank_top_n
     assert [m.content for m, _ in res.memories] == [shown["3"], shown["1"]]
     assert stages(res)["rerank"].detail["chosen"] == [3, 1]

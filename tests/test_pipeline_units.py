@@ -5,7 +5,8 @@ from uuid import uuid4
 
 import pytest
 
-from memlane.pipeline import assemble, fuse, threshold, validate
+from memlane.pipeline import assemble, fuse, render, threshold, validate
+from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
@@ -47,19 +48,22 @@ def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
 
 
 def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
-    kw = Candidate(mem("kw"), arm_scores={"keyword": 0.1, "vector": 0.01})
+    # Today's rule alone (the adaptive parts are in tests/test_threshold.py): a shared word keeps a
+    # candidate, no shared word and a cosine under min_similarity drops it.
+    cfg = RecallConfig(semantic_min_similarity=0.3, word_min_similarity=-1.0, relative_floor=0.0)
+    kw = Candidate(mem("staging"), arm_scores={"keyword": 0.1, "vector": 0.01})
     weak = Candidate(mem("weak"), arm_scores={"vector": 0.05})
     strong = Candidate(mem("strong"), arm_scores={"vector": 0.4})
-    kept = threshold.apply_floor([kw, weak, strong], 0.1)
-    assert [c.memory.content for c in kept] == ["kw", "strong"]
+    kept = threshold.apply_floor([kw, weak, strong], cfg, query="staging")
+    assert [c.memory.content for c in kept] == ["staging", "strong"]
 
 
 def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
     long = Candidate(mem("word " * 500))
     short1, short2, short3 = (Candidate(mem(f"short fact number {i}")) for i in range(3))
-    chosen, used = assemble.assemble([short1, long, short2, short3], limit=2, max_tokens=50)
-    assert [c.memory.content for c in chosen] == [short1.memory.content, short2.memory.content]
-    assert used == count_tokens(short1.memory.content) + count_tokens(short2.memory.content) <= 50
+    packed = assemble.pack([short1, long, short2, short3], limit=2, max_tokens=80)
+    assert [c.memory.content for c in packed.chosen] == [short1.memory.content, short2.memory.content]
+    assert packed.tokens_used == count_tokens(render.to_text(packed.rendered)) <= 80
 
 
 def test_token_counts_match_cl100k_base():

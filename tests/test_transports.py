@@ -104,20 +104,20 @@ async def memory_lifecycle(client: Client, project: str) -> None:
     mid = out["id"]
 
     res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
-    assert res["memories"][0]["id"] == mid
+    assert mid.startswith(res["memories"][0]["id"])  # a handle: the id's unique start
     assert res["memories"][0]["metadata"] == {"via": project, "n": [1, {"x": None}]}
     assert res["memories"][0]["tags"] == ["ui"]
 
     upd = await call(client, "update", {"id": mid, "content": "Carol switched to light mode in every editor"})
     assert upd["content"] == "Carol switched to light mode in every editor"
     res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
-    assert res["memories"][0]["id"] == mid
+    assert mid.startswith(res["memories"][0]["id"])
     assert res["memories"][0]["content"] == "Carol switched to light mode in every editor"
 
     gone = await call(client, "forget", {"id": mid})
     assert gone["status"] == "forgotten" and gone["id"] == mid
     res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
-    assert mid not in [m["id"] for m in res["memories"]]
+    assert not any(mid.startswith(m["id"]) for m in res["memories"])
 
     stats = json.loads((await client.read_resource("memlane://stats")).contents[0].text)
     assert stats["projects"][project] == 1
@@ -307,11 +307,8 @@ async def test_memories_survive_a_server_restart(tmp_path):
     async with Client(stdio_params(data_dir)) as client:
         after = (await call(client, "recall", {"query": "wifi password", "project": "office"}))["memories"]
         stats = json.loads((await client.read_resource("memlane://stats")).contents[0].text)
-    assert [m["id"] for m in after] == [out["id"]]
-    strip = ("score",)
-    assert [{k: v for k, v in m.items() if k not in strip} for m in after] == [
-        {k: v for k, v in m.items() if k not in strip} for m in before
-    ]
+    assert [out["id"].startswith(m["id"]) for m in after] == [True]
+    assert after == before
     assert stats["projects"] == {"office": 1}
 
 
@@ -390,7 +387,7 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     [m] = res["memories"]
-    assert m["id"] == stored["id"]
+    assert stored["id"].startswith(m["id"])  # --json is what the recall tool returns: a handle
     assert m["content"] == "The CLI remembers that Dave owns the billing service"
     assert m["tags"] == ["owner"] and m["priority"] == 4
     assert m["metadata"] == {"from": "cli", "deep": {"a": [1, None]}}

@@ -31,6 +31,7 @@ from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMis
 from ..records import Memory
 from ..validate import content_hash
 from . import migrate as migrations
+from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
 
@@ -81,7 +82,7 @@ class StoredRow:
     source: str | None
 
 
-class Store(SearchQueries):
+class Store(SearchQueries, HandleQueries):
     def __init__(
         self,
         dsn: str,
@@ -707,5 +708,8 @@ def _read_again_once(method):
 # Reads, retried once (see _read_again_once). Writes are not: one whose connection died may have
 # committed, and its error says so. (A list here rather than decorators, so the methods' own code
 # stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
-for _name in ("get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids"):
+for _name in (
+    "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
+    "resolve_id",
+):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))

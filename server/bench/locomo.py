@@ -18,6 +18,7 @@ from typing import Any
 
 from memlane.pipeline import arms as arm_registry
 
+from . import unrelated
 from .common import (
     BenchContext,
     bench_engine,
@@ -61,6 +62,7 @@ class MethodRun:
 
     scores: list[tuple[int | None, dict[int, float]]] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # delivered per recall, as the client reads it
     stage_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_conversation: dict[str, list[tuple[int | None, dict[int, float]]]] = field(
         default_factory=lambda: defaultdict(list)
@@ -151,6 +153,7 @@ async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[M
         run.scores.append(score)
         run.by_conversation[ing.conv.name].append(score)
         run.wall_ms.append(ms)
+        run.tokens.append(unrelated.delivered_tokens(result))
         for st in result.trace.stages:
             run.stage_ms[st.stage].append(st.ms)
 
@@ -179,7 +182,7 @@ def _categories(convs: list[Conversation]) -> dict[str, int]:
     return {str(k): counts[k] for k in sorted(counts)}
 
 
-def build_report(ctx, source, convs, remember, runs, ablation, vers) -> dict[str, Any]:
+def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_block=None) -> dict[str, Any]:
     main: MethodRun = runs[DEFAULT.name]
     notes = sum((c.evidence_notes for c in convs), Counter())
     report: dict[str, Any] = {
@@ -189,6 +192,12 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers) -> dict[str
         "questions": sum(len(c.questions) for c in convs),
         "recall": recall_block(main.scores),
         "latency_ms": {**percentiles(main.wall_ms), "stages": stage_percentiles(main.stage_ms)},
+        "tokens_delivered": {
+            "mean": round(fmean(main.tokens), 1) if main.tokens else None,
+            **percentiles(main.tokens),
+            "max_tokens": ctx.engine.config.recall.default_max_tokens,
+            "limit": RECALL_LIMIT,
+        },
         "remember": remember,
         "questions_by_category": _categories(convs),
         "per_conversation": {
@@ -202,6 +211,7 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers) -> dict[str
             for c in convs
         },
         "evidence": {k: notes.get(k, 0) for k in EVIDENCE_KEYS},
+        "unrelated": unrelated_block,
         "config": config_snapshot(
             ctx,
             k=list(K_VALUES),
@@ -232,5 +242,6 @@ async def run(settings, data: str | Path, *, ablate: bool = False, embedder=None
         ingested, remember = await ingest(ctx, convs, show_progress)
         ablation = ablation_methods(ctx.engine) if ablate else []
         runs = await ask_all(ctx, ingested, ablation, show_progress)
+        unrelated_block = await unrelated.ask(ctx.engine, ingested, limit=RECALL_LIMIT)
         vers = await versions(ctx.engine)
-        return build_report(ctx, data, convs, remember, runs, ablation, vers)
+        return build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)

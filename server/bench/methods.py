@@ -30,7 +30,13 @@ SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
 CONFIG_VARIANTS = {
     "rrf": {"fusion": "rrf"},
     "rrf-vector": {"fusion": "rrf_vector"},
-    "no-threshold": {"min_similarity": -1.0},
+    # Every part of stage 7 off: cosine >= -1 always holds.
+    "no-threshold": {
+        "min_similarity": -1.0,
+        "semantic_min_similarity": -1.0,
+        "word_min_similarity": -1.0,
+        "relative_floor": 0.0,
+    },
 }
 
 

@@ -85,6 +85,19 @@ def locomo_markdown(r: dict[str, Any]) -> str:
     stage_rows = [[s, v["p50"], v["p95"]] for s, v in r["latency_ms"]["stages"].items()]
     stage_rows.append(["**total (wall)**", r["latency_ms"]["p50"], r["latency_ms"]["p95"]])
     lines += _table(["stage", "p50", "p95"], stage_rows)
+    tok, unrel = r.get("tokens_delivered"), r.get("unrelated")
+    if tok:
+        lines += [
+            "",
+            f"Tokens delivered per recall (the result as the client's model reads it, cl100k): mean "
+            f"{tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}; max_tokens {tok['max_tokens']}, limit {tok['limit']}.",
+        ]
+    if unrel:
+        lines += [
+            f"Unrelated questions: {unrel['questions']} questions x {unrel['projects']} projects, mean "
+            f"{unrel['mean_memories']} memories returned (limit {unrel['limit']}), "
+            f"{unrel['share_with_memories']} of recalls return any, at most {unrel['max_memories']}.",
+        ]
     rem = r["remember"]
     ev = r["evidence"]
     lines += [

@@ -1,0 +1,85 @@
+"""What the client's model reads from recall: one compact structure, shared by the MCP tool and the
+CLI's ``--json``, so the token budget counts exactly what is delivered.
+
+Per memory: its handle (``id``, the shortest prefix of its id that is unique in the store, at least
+8 hex digits), its content, a date, and only the fields that carry information. With
+``explain=true`` the id is the full UUID and the fused score is added. The text block of the tool
+result is :func:`to_text` of the same structure, so both blocks cost the same tokens.
+
+Measured on a store of developer memories (issue 11): the old pretty-printed block with every
+field cost up to 11x ``max_tokens``; ten copies of a 13-token memory cost 1,704 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+from typing import Any
+
+from .records import Memory
+from .validate import PRIORITY_DEFAULT
+
+MIN_HANDLE_HEX = 8
+
+
+def memory_date(m: Memory) -> str:
+    """When it happened if known, else when it was stored; a date is all a reader needs."""
+    when = m.occurred_at or m.created_at
+    return when.astimezone(UTC).date().isoformat()
+
+
+def memory_view(
+    m: Memory,
+    handle: str | None = None,
+    *,
+    score: float | None = None,
+    show_project: bool = False,
+    explain: bool = False,
+) -> dict[str, Any]:
+    """One memory as the model reads it. Absent, empty and default fields are left out."""
+    out: dict[str, Any] = {
+        "id": str(m.id) if explain or handle is None else handle,
+        "content": m.content,
+        "date": memory_date(m),
+    }
+    if m.category:
+        out["category"] = m.category
+    if m.tags:
+        out["tags"] = list(m.tags)
+    if m.pinned:
+        out["pinned"] = True
+    if m.priority != PRIORITY_DEFAULT:
+        out["priority"] = m.priority
+    if show_project:
+        out["project"] = m.project
+    if m.metadata:
+        out["metadata"] = m.metadata
+    if explain and score is not None:
+        out["score"] = round(score, 4)
+    return out
+
+
+def envelope(memories: list[dict[str, Any]], tokens_used: int, note: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"memories": memories, "tokens_used": tokens_used}
+    if note:
+        out["note"] = note
+    return out
+
+
+def to_text(obj: Any) -> str:
+    """Compact JSON: no indentation, no spaces after separators, UTF-8 kept as is (``\\uXXXX``
+    escapes would cost several tokens per character)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def handle_of(memory_id: Any, hex_digits: int = MIN_HANDLE_HEX) -> str:
+    """The prefix of the canonical id text that holds ``hex_digits`` hex digits (hyphens kept, so a
+    handle is always the start of the full id)."""
+    text = str(memory_id)
+    seen = 0
+    for i, ch in enumerate(text):
+        if ch != "-":
+            seen += 1
+            if seen == hex_digits:
+                return text[: i + 1]
+    return text

@@ -1,0 +1,86 @@
+"""Short handles for memory ids: the shortest prefix that is unique in the store (at least 8 hex
+digits), and resolving a prefix back to its memory.
+
+Both are index lookups on the uuid primary key, never scans: a handle's length comes from the
+id's two neighbours in key order, and a prefix is the key range from ``prefix000...`` to
+``prefixfff...``. Handles are unique in the whole store, not only in the project a recall ran in,
+because ``update`` and ``forget`` take no project.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from ..errors import InvalidInput, NotFound
+from ..render import MIN_HANDLE_HEX, handle_of
+from ..validate import parse_id_prefix
+
+# An ambiguous prefix lists this many candidates (the message must stay short).
+MAX_LISTED = 5
+
+
+def _common_hex(a: UUID, b: UUID | None) -> int:
+    if b is None:
+        return 0
+    x, y = a.hex, b.hex
+    n = 0
+    while n < 32 and x[n] == y[n]:
+        n += 1
+    return n
+
+
+class HandleQueries:
+    """Mixed into Store; needs ``_pool()``."""
+
+    async def handles(self, ids: list[UUID]) -> dict[UUID, str]:
+        """Each id's handle: one more hex digit than it shares with its nearest neighbour in the
+        store, and at least 8."""
+        if not ids:
+            return {}
+        sql = (
+            "SELECT x.id,"
+            " (SELECT m.id FROM memories m WHERE m.id < x.id ORDER BY m.id DESC LIMIT 1) AS prev,"
+            " (SELECT m.id FROM memories m WHERE m.id > x.id ORDER BY m.id LIMIT 1) AS next"
+            " FROM unnest(%s::uuid[]) AS x(id)"
+        )
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, (list(ids),))
+            rows = await cur.fetchall()
+        out = {}
+        for mid, prev, nxt in rows:
+            digits = max(MIN_HANDLE_HEX, _common_hex(mid, prev) + 1, _common_hex(mid, nxt) + 1)
+            out[mid] = handle_of(mid, min(digits, 32))
+        return out
+
+    async def resolve_id(self, value: Any) -> UUID:
+        """A full id as it is; a prefix of at least 8 hex digits to the one memory it starts."""
+        parsed = parse_id_prefix(value)
+        if isinstance(parsed, UUID):
+            return parsed
+        lo = UUID(parsed.ljust(32, "0"))
+        hi = UUID(parsed.ljust(32, "f"))
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, project, content FROM memories WHERE id >= %s AND id <= %s ORDER BY id LIMIT %s",
+                (lo, hi, MAX_LISTED + 1),
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            raise NotFound(f"no memory id starts with {value!r}")
+        if len(rows) > 1:
+            listed = "; ".join(
+                f"{mid} (project {project!r}): {_snippet(content)}"
+                for mid, project, content in rows[:MAX_LISTED]
+            )
+            count = f"more than {MAX_LISTED}" if len(rows) > MAX_LISTED else str(len(rows))
+            raise InvalidInput(
+                f"id prefix {value!r} is ambiguous: {count} memories start with it: {listed}. "
+                "Give more digits of the id."
+            )
+        return rows[0][0]
+
+
+def _snippet(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= n else text[: n - 1] + "…")

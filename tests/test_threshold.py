@@ -1,0 +1,118 @@
+"""Stage 7: the relevance floor keeps candidates with evidence and nothing for unrelated questions."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from memlane.pipeline.config import RecallConfig
+from memlane.pipeline.records import Candidate, Memory
+from memlane.pipeline.threshold import apply_floor, informative_words, shares_word
+
+CFG = RecallConfig()
+T0 = datetime(2024, 5, 8, tzinfo=UTC)
+
+
+def cand(content: str, *, cos: float | None, bm25: float = 0.0, score: float | None = None) -> Candidate:
+    m = Memory(
+        id=uuid.uuid4(),
+        project="p",
+        content=content,
+        category=None,
+        tags=(),
+        metadata={},
+        pinned=False,
+        priority=3,
+        occurred_at=None,
+        created_at=T0,
+        updated_at=T0,
+        expires_at=None,
+        source=None,
+    )
+    scores = {"keyword": bm25}
+    if cos is not None:
+        scores["vector"] = cos
+    return Candidate(
+        memory=m, score=score if score is not None else (cos or 0) + (bm25 > 0), arm_scores=scores
+    )
+
+
+def test_stopwords_and_very_common_words_are_not_informative():
+    assert informative_words("What is the boiling point of mercury?", CFG.informative_token_rank) == {
+        "boiling",
+        "mercury",
+    }
+    # Names and rarer words are informative; every non-stopword is with a rank of 0.
+    assert "caroline" in informative_words("When did Caroline go hiking?", CFG.informative_token_rank)
+    assert "point" in informative_words("the point", 0)
+    assert informative_words("what is it about?", 0) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("word", "content", "shared"),
+    [
+        ("painted", "Melanie: I love painting sunsets", True),
+        ("adopt", "We started the adoption process", True),
+        ("dogs", "Our dog is called Rex", True),
+        ("car", "I collect cards", False),
+        ("mercury", "Merchandise arrived today", False),
+    ],
+)
+def test_words_match_on_a_stem_like_prefix(word, content, shared):
+    assert shares_word(frozenset({word}), content) is shared
+
+
+def test_a_close_meaning_is_kept_without_a_shared_word():
+    c = cand("The user prefers Neovim with the gruvbox theme", cos=0.31)
+    assert apply_floor([c], CFG, query="which editor does the user like?") == [c]
+
+
+def test_a_shared_informative_word_needs_only_a_low_cosine():
+    c = cand("Staging is reset every night at 2am", cos=0.15, bm25=3.0)
+    assert apply_floor([c], CFG, query="when is staging reset?") == [c]
+
+
+def test_a_chance_shared_word_in_an_unrelated_memory_is_dropped():
+    # "point" is among the most frequent words; the cosine is that of an unrelated text.
+    common = cand("Caroline: at this point I just want to rest", cos=0.2, bm25=4.0)
+    # A rare shared word, but nothing else in common.
+    rare = cand("Melanie: mercury was in retrograde, my horoscope said", cos=0.08, bm25=6.0)
+    assert apply_floor([common, rare], CFG, query="What is the boiling point of mercury?") == []
+
+
+def test_candidates_far_below_the_best_are_dropped():
+    best = cand("Alice deploys the billing service on Tuesdays", cos=0.7, bm25=9.0, score=1.7)
+    weak = cand("Alice likes tea", cos=0.3, score=0.3)
+    kept = apply_floor([best, weak], CFG, query="when does Alice deploy billing?")
+    assert kept == [best]
+    off = CFG.model_copy(update={"relative_floor": 0.0})
+    assert apply_floor([best, weak], off, query="when does Alice deploy billing?") == [best, weak]
+
+
+def test_without_the_vector_arm_a_shared_word_is_the_evidence():
+    hit, miss = cand("Staging resets nightly", cos=None, bm25=2.0), cand("Tea", cos=None)
+    assert apply_floor([hit, miss], CFG, query="staging") == [hit]
+
+
+def test_every_threshold_is_configuration():
+    loose = CFG.model_copy(update={"semantic_min_similarity": 0.1, "relative_floor": 0.0})
+    c = cand("Melanie: I went camping last week", cos=0.2)
+    assert apply_floor([c], CFG, query="What is the tallest mountain in South America?") == []
+    assert apply_floor([c], loose, query="What is the tallest mountain in South America?") == [c]
+
+
+@pytest.mark.anyio
+async def test_an_unrelated_question_recalls_nothing_and_says_so(engine):
+    for text in (
+        "The billing service stores invoices in PostgreSQL",
+        "Deploys to production happen on Tuesdays after the standup",
+        "The user prefers Neovim with the gruvbox theme",
+    ):
+        await engine.remember({"content": text})
+    res = await engine.recall(engine.recall_request("Who painted the ceiling of the Sistine Chapel?"))
+    assert res.memories == [] and res.ranked == []
+    assert res.rendered["memories"] == [] and "No stored memory is relevant" in res.rendered["note"]
+    res = await engine.recall(engine.recall_request("which database do we use for invoices?"))
+    assert res.memories[0][0].content == "The billing service stores invoices in PostgreSQL"
