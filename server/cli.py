@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int)
     s.add_argument("--max-tokens", type=int)
     s.add_argument("--reference-time")
+    s.add_argument("--mode", choices=["auto", "fast", "full"], help="routing (default: recall.mode)")
     s.add_argument("--category")
     s.add_argument("--tag", action="append", dest="tags")
     s.add_argument("--json", action="store_true", help="print JSON")

@@ -67,6 +67,7 @@ async def cmd_recall(engine: Engine, args) -> int:
         project=args.project,
         limit=args.limit,
         max_tokens=args.max_tokens,
+        mode=args.mode,
         reference_time=args.reference_time,
         category=args.category,
         tags=args.tags,

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -18,6 +19,7 @@ import pytest
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.providers.embedder import make_embedder
+from memlane.pipeline.records import Memory
 from memlane.pipeline.store.embedded import start_embedded
 from memlane.server.settings import Settings
 
@@ -75,6 +77,28 @@ async def engine(engine_config, embedder):
 @pytest.fixture
 def settings(database_url, tmp_path) -> Settings:
     return Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+
+
+def make_memory(content: str, **fields) -> Memory:
+    """A Memory record for the pure stages' tests (no database): defaults for every other field."""
+    now = fields.pop("created_at", None) or datetime.now(UTC)
+    base = {
+        "id": uuid.uuid4(),
+        "project": "p",
+        "content": content,
+        "category": None,
+        "tags": (),
+        "metadata": {},
+        "pinned": False,
+        "priority": 3,
+        "occurred_at": None,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": None,
+        "source": None,
+    }
+    base.update(fields)
+    return Memory(**base)
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from conftest import make_memory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
@@ -90,23 +91,7 @@ def test_with_room_enough_every_memory_up_to_the_limit_is_returned(ms, limit):
 
 
 def _memory(content: str, **kw: Any) -> Memory:
-    base = dict(
-        id=uuid.uuid4(),
-        project="p",
-        content=content,
-        category=None,
-        tags=(),
-        metadata={},
-        pinned=False,
-        priority=3,
-        occurred_at=None,
-        created_at=T0,
-        updated_at=T0,
-        expires_at=None,
-        source=None,
-    )
-    base.update(kw)
-    return Memory(**base)
+    return make_memory(content, **{"created_at": T0, **kw})
 
 
 def test_a_memory_shows_only_fields_that_carry_information():

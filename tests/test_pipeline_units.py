@@ -1,9 +1,9 @@
 """The pure stages and the input checks, without a database."""
 
 from datetime import UTC, datetime, timedelta, timezone
-from uuid import uuid4
 
 import pytest
+from conftest import make_memory
 
 from memlane.pipeline import assemble, fuse, render, threshold, validate
 from memlane.pipeline.config import RecallConfig
@@ -13,22 +13,7 @@ from memlane.pipeline.tokens import count_tokens
 
 
 def mem(content: str) -> Memory:
-    now = datetime.now(UTC)
-    return Memory(
-        id=uuid4(),
-        project="p",
-        content=content,
-        category=None,
-        tags=(),
-        metadata={},
-        pinned=False,
-        priority=3,
-        occurred_at=None,
-        created_at=now,
-        updated_at=now,
-        expires_at=None,
-        source=None,
-    )
+    return make_memory(content)
 
 
 def test_rrf_rewards_agreement_between_arms():

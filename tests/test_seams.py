@@ -1,11 +1,10 @@
 """The seams new features plug into: the arm registry, the stage contract, one memory input model,
 settings and secrets found by type. Pure parts without a database; the rest on real PostgreSQL."""
 
-from datetime import UTC, datetime
 from types import SimpleNamespace
-from uuid import uuid4
 
 import pytest
+from conftest import make_memory
 from pydantic import SecretStr
 
 from memlane.pipeline import arms, fuse
@@ -23,22 +22,7 @@ CFG = EngineConfig()
 
 
 def mem(content: str) -> Memory:
-    now = datetime.now(UTC)
-    return Memory(
-        id=uuid4(),
-        project="p",
-        content=content,
-        category=None,
-        tags=(),
-        metadata={},
-        pinned=False,
-        priority=3,
-        occurred_at=None,
-        created_at=now,
-        updated_at=now,
-        expires_at=None,
-        source=None,
-    )
+    return make_memory(content)
 
 
 # -- the arm registry --------------------------------------------------------------------------

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 import pytest
+from conftest import make_memory
 
 from memlane.pipeline.config import RecallConfig
-from memlane.pipeline.records import Candidate, Memory
+from memlane.pipeline.records import Candidate
 from memlane.pipeline.threshold import apply_floor, informative_words, shares_word
 
 CFG = RecallConfig()
@@ -16,21 +16,7 @@ T0 = datetime(2024, 5, 8, tzinfo=UTC)
 
 
 def cand(content: str, *, cos: float | None, bm25: float = 0.0, score: float | None = None) -> Candidate:
-    m = Memory(
-        id=uuid.uuid4(),
-        project="p",
-        content=content,
-        category=None,
-        tags=(),
-        metadata={},
-        pinned=False,
-        priority=3,
-        occurred_at=None,
-        created_at=T0,
-        updated_at=T0,
-        expires_at=None,
-        source=None,
-    )
+    m = make_memory(content, created_at=T0)
     scores = {"keyword": bm25}
     if cos is not None:
         scores["vector"] = cos

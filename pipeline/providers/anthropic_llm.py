@@ -6,45 +6,25 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import LLMError, LLMReply, describe_sdk_error
+from .llm import LLMError, LLMReply, SDKProvider, describe_sdk_error
 
 
-class AnthropicLLM:
+class AnthropicLLM(SDKProvider):
     name = "anthropic"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str | None,
-        timeout_s: float,
-        max_retries: int,
-        max_tokens: int,
-    ) -> None:
-        self.model = model
-        self._api_key, self._base_url = api_key, base_url
-        self._timeout_s, self._max_retries, self._max_tokens = timeout_s, max_retries, max_tokens
-        self._client = None
+    def _make_client(self):
+        import anthropic
 
-    def _sdk(self):
-        if self._client is None:
-            import anthropic
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout_s,
-                max_retries=self._max_retries,
-            )
-        return self._client
+        return anthropic.AsyncAnthropic(
+            api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries
+        )
 
     async def complete(self, *, system: str, user: str, schema: dict[str, Any] | None = None) -> LLMReply:
         t0 = time.perf_counter()
         try:
             resp = await self._sdk().messages.create(
                 model=self.model,
-                max_tokens=self._max_tokens,
+                max_tokens=self.max_tokens,
                 system=system,
                 messages=[{"role": "user", "content": user}],
             )

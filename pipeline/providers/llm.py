@@ -49,6 +49,38 @@ class LLMDeferred(LLMError):
     rounds of one tool call, so a stage's first round has no answer yet."""
 
 
+class SDKProvider:
+    """What the API providers share: settings, and an SDK client made on first use (importing an
+    SDK costs a second or more, so a server that never calls one never pays it)."""
+
+    name = "api"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None,
+        timeout_s: float,
+        max_retries: int,
+        max_tokens: int,
+        name: str | None = None,
+    ) -> None:
+        self.name = name or self.name
+        self.model = model
+        self.api_key, self.base_url = api_key, base_url
+        self.timeout_s, self.max_retries, self.max_tokens = timeout_s, max_retries, max_tokens
+        self._client = None
+
+    def _sdk(self):
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
+
+    def _make_client(self):  # pragma: no cover - every provider overrides it
+        raise NotImplementedError
+
+
 def describe_sdk_error(e: Exception) -> str:
     """A short reason for the trace from an OpenAI or Anthropic SDK exception (same class names)."""
     kind = type(e).__name__

@@ -7,38 +7,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import LLMError, LLMReply, describe_sdk_error
+from .llm import LLMError, LLMReply, SDKProvider, describe_sdk_error
 
 
-class OpenAILLM:
-    def __init__(
-        self,
-        *,
-        name: str,
-        model: str,
-        api_key: str,
-        base_url: str | None,
-        timeout_s: float,
-        max_retries: int,
-        max_tokens: int,
-    ) -> None:
-        self.name = name
-        self.model = model
-        self._api_key, self._base_url = api_key, base_url
-        self._timeout_s, self._max_retries, self._max_tokens = timeout_s, max_retries, max_tokens
-        self._client = None
+class OpenAILLM(SDKProvider):
+    name = "openai"
 
-    def _sdk(self):
-        if self._client is None:
-            import openai
+    def _make_client(self):
+        import openai
 
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout_s,
-                max_retries=self._max_retries,
-            )
-        return self._client
+        return openai.AsyncOpenAI(
+            api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries
+        )
 
     async def complete(self, *, system: str, user: str, schema: dict[str, Any] | None = None) -> LLMReply:
         # OpenAI's own API takes max_completion_tokens (newer models refuse max_tokens); compatible
@@ -50,7 +30,7 @@ class OpenAILLM:
                 model=self.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 temperature=0,
-                **{limit: self._max_tokens},
+                **{limit: self.max_tokens},
             )
         except Exception as e:
             raise LLMError(describe_sdk_error(e)) from e
