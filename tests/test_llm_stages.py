@@ -203,3 +203,14 @@ async def test_without_a_provider_the_offline_analyser_still_fills_the_intent(en
         st["synthesis"].status.startswith("skipped: no LLM provider") or "fast path" in st["synthesis"].status
     )
     assert st["rerank"].status in ("skipped: no LLM provider", "skipped: fast path")
+
+
+async def test_a_cross_encoder_that_cannot_load_degrades_rerank_and_recall_still_answers(
+    engine_config, embedder, tmp_path
+):
+    missing = str(tmp_path / "no-such-cross-encoder")
+    async with llm_engine(engine_config, embedder, None, cross_encoder=missing) as eng:
+        res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+    st = stages(res)
+    assert st["rerank"].status.startswith("degraded: ") and st["rerank"].detail["error"]
+    assert res.memories[0][0].content.startswith("Caroline moved to Lisbon")
