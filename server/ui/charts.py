@@ -18,12 +18,13 @@ def status_kind(status: str) -> str:
     return kind if kind in ("ran", "skipped", "degraded", "failed") else "other"
 
 
-def trace_picture(trace: dict[str, Any], width: int = 760) -> dict[str, Any]:
+def trace_picture(trace: dict[str, Any], width: int = 1100) -> dict[str, Any]:
     """One row per stage in pipeline order: a bar for its time (scaled to the slowest stage) and a
     bar for how many items went in and came out (scaled to the largest count)."""
     stages = trace.get("stages", [])
-    label_w, time_w, gap = 120, 300, 30
-    count_w = width - label_w - time_w - gap - 20
+    label_w, value_w = 120, 130  # the stage's name; the text after each bar
+    time_w = (width - label_w - 2 * value_w) * 0.55
+    count_w = width - label_w - 2 * value_w - time_w
     row_h = 30
     max_ms = max((s["ms"] for s in stages), default=0.0) or 1.0
     max_n = max((max(s["in"], s["out"]) for s in stages), default=0) or 1
@@ -51,7 +52,7 @@ def trace_picture(trace: dict[str, Any], width: int = 760) -> dict[str, Any]:
         "label_w": label_w,
         "time_x": label_w,
         "time_w": time_w,
-        "count_x": label_w + time_w + gap,
+        "count_x": label_w + time_w + value_w,
         "count_w": count_w,
         "rows": rows,
         "max_ms": max_ms,
@@ -80,7 +81,7 @@ def bucket_counts(
     return unit, list(out.items())
 
 
-def bar_chart(points: list[tuple[str, int]], width: int = 760, height: int = 220) -> dict[str, Any]:
+def bar_chart(points: list[tuple[str, int]], width: int = 1100, height: int = 240) -> dict[str, Any]:
     """Vertical bars for counts per bucket, and a line of the running total on its own scale."""
     left, bottom, top = 48, 30, 12
     plot_w, plot_h = width - left - 48, height - bottom - top
@@ -122,7 +123,7 @@ def bar_chart(points: list[tuple[str, int]], width: int = 760, height: int = 220
     }
 
 
-def latency_chart(summary: dict[str, Any], width: int = 760) -> dict[str, Any]:
+def latency_chart(summary: dict[str, Any], width: int = 1100) -> dict[str, Any]:
     """Per stage (and the whole recall), a p50 bar with the p95 as a lighter bar behind it."""
     rows_in = list(summary.get("stages", {}).items())
     if summary.get("total"):
