@@ -364,3 +364,57 @@ def test_non_loopback_addresses_are_refused():
 
     assert refusal("127.0.0.1") is None and refusal("localhost") is None and refusal("::1") is None
     assert "no login" in refusal("0.0.0.0") and refusal("192.168.1.5")
+
+
+def test_memlane_ui_refuses_a_non_loopback_address(tmp_path):
+    import subprocess
+
+    from conftest import MEMLANE, server_env
+
+    proc = subprocess.run(
+        [MEMLANE, "ui", "--host", "0.0.0.0", "--port", "9"],
+        env=server_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "refusing to serve the memory browser on 0.0.0.0" in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.slow
+def test_http_server_serves_the_browser_at_ui_when_enabled(database_url, tmp_path):
+    import subprocess
+
+    from conftest import MEMLANE, free_port, server_env, wait_for_port
+
+    env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url, MEMLANE_UI__ENABLED="true")
+    refused = subprocess.run(
+        [MEMLANE, "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "refusing to serve the memory browser" in refused.stderr
+    port = free_port()
+    proc = subprocess.Popen(
+        [MEMLANE, "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+            r = c.get("/ui/")
+            assert r.status_code == 200 and "<h1>Projects</h1>" in r.text
+            assert (
+                'href="/ui/recall"' in r.text and "script-src 'none'" in r.headers["content-security-policy"]
+            )
+            assert c.get("/ui", follow_redirects=False).status_code == 308
+            assert c.get("/ui/stats").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
