@@ -298,6 +298,9 @@ class Engine:
     async def project_categories(self, project: Any) -> list[tuple[str | None, int]]:
         return await self.store.project_categories(v.project_name(project, self.config.default_project))
 
+    async def category_names(self, project: Any) -> list[str]:
+        return await self.store.category_names(v.project_name(project, self.config.default_project))
+
     async def most_recalled(self, project: Any, limit: int = 5) -> list[Memory]:
         return await self.store.most_recalled(v.project_name(project, self.config.default_project), limit)
 

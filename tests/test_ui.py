@@ -418,3 +418,21 @@ def test_http_server_serves_the_browser_at_ui_when_enabled(database_url, tmp_pat
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_forgetting_the_last_memory_of_a_project_returns_to_the_projects(client):
+    mid = client.ids[4]  # the only memory of home/family
+    token = csrf_of((await client.get(f"/memories/{mid}/forget")).text)
+    r = await client.post(f"/memories/{mid}/forget", data={"csrf_token": token, "confirm": "yes"})
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    assert "home/family" not in (await client.get("/")).text
+    assert (await client.get("/projects/home%2Ffamily")).status_code == 404
+    assert (await client.get("/projects/")).status_code == 404
+
+
+async def test_category_names_come_from_the_index_in_order(client):
+    assert await client.engine.category_names("acme") == ["decision", "fact", "incident", "preference"]
+    assert await client.engine.category_names("nobody") == []
+    r = await client.get("/projects/acme")
+    menu = re.search(r'<select name="category">.*?</select>', r.text, re.S).group(0)
+    assert re.findall(r'<option value="([a-z]+)"', menu) == ["decision", "fact", "incident", "preference"]

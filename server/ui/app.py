@@ -174,7 +174,7 @@ def create_app(
 
     async def project(request: Request, engine: Engine) -> Response:
         name = request.path_params["project"]
-        size = await engine.project_size(name)
+        size = await engine.project_size(name) if name.strip() else 0
         if size == 0:
             return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
         qp = request.query_params
@@ -201,7 +201,8 @@ def create_app(
             "project": name,
             "size": size,
             "filters": filters,
-            "categories": await engine.project_categories(name),
+            # Names only: counting them would read the whole project on every page.
+            "categories": await engine.category_names(name),
             "notice": {"forgotten": "The memory was forgotten."}.get(qp.get("done", ""), ""),
         }
         if q:
@@ -319,6 +320,8 @@ def create_app(
         if form.get("confirm") != "yes":
             raise BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
         m = await engine.forget(request.path_params["id"])
+        if await engine.project_size(m.project) == 0:  # its last memory: the project is gone too
+            return redirect(request, "/")
         return redirect(request, f"/projects/{quote(m.project, safe='')}?done=forgotten")
 
     async def recall(request: Request, engine: Engine) -> Response:
