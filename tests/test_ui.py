@@ -436,3 +436,42 @@ async def test_category_names_come_from_the_index_in_order(client):
     r = await client.get("/projects/acme")
     menu = re.search(r'<select name="category">.*?</select>', r.text, re.S).group(0)
     assert re.findall(r'<option value="([a-z]+)"', menu) == ["decision", "fact", "incident", "preference"]
+
+
+def test_recall_log_keeps_the_last_recalls_and_reports_percentiles_per_stage():
+    log = RecallLog(size=3)
+    for ms in (10.0, 20.0, 30.0, 40.0):
+        log.record(
+            {
+                "total_ms": ms,
+                "stages": [{"stage": "retrieval", "ms": ms / 2}, {"stage": "new-arm", "ms": 1.0}],
+            },
+            source="mcp",
+        )
+    log.record(
+        {"total_ms": 999.0, "route": "deferred: waiting for the client's model", "stages": []}, source="mcp"
+    )
+    s = log.summary()
+    assert s["recalls"] == 3  # bounded; the deferred first round is not a finished recall
+    assert s["total"] == {"n": 3, "p50": 30.0, "p95": 40.0}
+    assert list(s["stages"]) == ["retrieval", "new-arm"]  # whatever stages the traces had, in order
+    assert s["stages"]["retrieval"]["p50"] == 15.0
+
+
+def test_counts_per_day_are_regrouped_into_weeks_or_months_when_the_span_is_long():
+    from datetime import UTC, datetime, timedelta
+
+    from memlane.server.ui.charts import bar_chart, bucket_counts
+
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    days = [(start + timedelta(days=i), 1) for i in range(10)]
+    assert bucket_counts(days) == (
+        "day",
+        [((start + timedelta(days=i)).strftime("%Y-%m-%d"), 1) for i in range(10)],
+    )
+    unit, weeks = bucket_counts([(start + timedelta(days=i), 1) for i in range(100)])
+    assert unit == "week" and sum(n for _, n in weeks) == 100 and len(weeks) == 15
+    unit, months = bucket_counts([(start + timedelta(days=i), 2) for i in range(800)])
+    assert unit == "month" and months[0] == ("2024-01", 62) and sum(n for _, n in months) == 1600
+    chart = bar_chart(weeks)
+    assert len(chart["bars"]) == 15 and max(b["h"] for b in chart["bars"]) == chart["plot_h"]
