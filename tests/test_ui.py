@@ -475,3 +475,24 @@ def test_counts_per_day_are_regrouped_into_weeks_or_months_when_the_span_is_long
     assert unit == "month" and months[0] == ("2024-01", 62) and sum(n for _, n in months) == 1600
     chart = bar_chart(weeks)
     assert len(chart["bars"]) == 15 and max(b["h"] for b in chart["bars"]) == chart["plot_h"]
+
+
+async def test_the_edit_form_sends_only_what_changed(client):
+    from memlane.server.ui.forms import edit_changes
+
+    m = await client.engine.get(client.ids[2])  # occurred_at 2024-05-03, category incident
+    unchanged = {
+        "content": m.content,
+        "category": m.category,
+        "tags": ", ".join(m.tags),
+        "priority": str(m.priority),
+        "occurred_at": m.occurred_at.isoformat(),
+        "expires_at": "",
+        "metadata": "{}",
+    }
+    assert edit_changes(m, unchanged) == {}  # nothing to embed again
+    assert edit_changes(m, {**unchanged, "category": "", "occurred_at": ""}) == {}  # cannot remove
+    assert edit_changes(m, {**unchanged, "pinned": "on", "tags": "A, b"}) == {
+        "pinned": True,
+        "tags": ["a", "b"],
+    }

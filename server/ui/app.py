@@ -30,7 +30,7 @@ from memlane.pipeline.engine import BUDGETS, MODES, Engine
 from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
 from memlane.pipeline.store.browse import SORT_KEYS
 
-from . import charts
+from . import charts, forms
 from .metrics import RECALLS, RecallLog
 from .security import COOKIE, FIELD, Csrf, SecurityHeaders
 
@@ -39,10 +39,6 @@ log = logging.getLogger("memlane.ui")
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 50
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
-
-
-class BadRequest(Exception):
-    """A query parameter or form field the page cannot use; the message says what is accepted."""
 
 
 def _templates() -> jinja2.Environment:
@@ -60,26 +56,6 @@ def _templates() -> jinja2.Environment:
     env.filters["short"] = lambda s, n=140: s if len(s) <= n else s[: n - 1] + "…"
     env.globals["status_kind"] = charts.status_kind
     return env
-
-
-def _int(value: str | None, name: str, default: int, lo: int, hi: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadRequest(f"{name} must be a whole number from {lo} to {hi}; got {value!r}") from None
-    if not lo <= n <= hi:
-        raise BadRequest(f"{name} must be from {lo} to {hi}; got {n}")
-    return n
-
-
-def _choice(value: str | None, name: str, choices: tuple[str, ...] | list[str], default: str) -> str:
-    if value is None or value == "":
-        return default
-    if value not in choices:
-        raise BadRequest(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-    return value
 
 
 def create_app(
@@ -130,7 +106,7 @@ def create_app(
                 return error(request, 503, "memlane is not ready", f"The database is not available: {e}")
             try:
                 return await fn(request, engine)
-            except BadRequest as e:
+            except forms.BadRequest as e:
                 return error(request, 400, "That request cannot be answered", str(e))
             except InvalidInput as e:
                 return error(request, 400, "That request cannot be answered", str(e))
@@ -183,18 +159,18 @@ def create_app(
         tags = [t.strip() for t in ",".join(qp.getlist("tag")).split(",") if t.strip()]
         pinned = {"": None, "yes": True, "no": False}.get(qp.get("pinned", ""), "bad")
         if pinned == "bad":
-            raise BadRequest(f"pinned must be yes, no or empty; got {qp.get('pinned')!r}")
+            raise forms.BadRequest(f"pinned must be yes, no or empty; got {qp.get('pinned')!r}")
         filters = {
             "q": q,
-            "sort": _choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
-            "order": _choice(qp.get("order"), "order", ("desc", "asc"), "desc"),
+            "sort": forms.choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
+            "order": forms.choice(qp.get("order"), "order", ("desc", "asc"), "desc"),
             "category": category or "",
             "tag": ", ".join(tags),
             "pinned": qp.get("pinned", ""),
             "since": qp.get("since", ""),
             "until": qp.get("until", ""),
         }
-        limit = _int(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
+        limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
         context: dict[str, Any] = {
             "title": name,
             "nav": "projects",
@@ -210,7 +186,7 @@ def create_app(
             req = engine.recall_request(
                 q,
                 project=name,
-                limit=_int(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
+                limit=forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
                 max_tokens=10**9,  # a list to look at, not a context window: no token budget
                 category=category,
                 tags=tags,
@@ -256,35 +232,7 @@ def create_app(
         if isinstance(form, Response):
             return form
         m = await engine.get(request.path_params["id"])
-        changes: dict[str, Any] = {}
-        content = str(form.get("content", "")).strip()
-        if content and content != m.content:
-            changes["content"] = content
-        category = str(form.get("category", "")).strip().lower()
-        if category and category != m.category:
-            changes["category"] = category
-        tags = [t.strip().lower() for t in str(form.get("tags", "")).split(",") if t.strip()]
-        if tags != list(m.tags):
-            changes["tags"] = tags
-        if "priority" in form:
-            priority = _int(str(form["priority"]), "priority", m.priority, 1, 5)
-            if priority != m.priority:
-                changes["priority"] = priority
-        pinned = form.get("pinned") == "on"
-        if pinned != m.pinned:
-            changes["pinned"] = pinned
-        for field in ("occurred_at", "expires_at"):
-            text = str(form.get(field, "")).strip()
-            current = getattr(m, field)
-            if text and text != (current.isoformat() if current else ""):
-                changes[field] = text
-        meta_text = str(form.get("metadata", "")).strip() or "{}"
-        try:
-            metadata = json.loads(meta_text)
-        except json.JSONDecodeError as e:
-            raise BadRequest(f"metadata is not valid JSON ({e}); nothing was changed") from None
-        if metadata != m.metadata:
-            changes["metadata"] = metadata
+        changes = forms.edit_changes(m, form)
         if not changes:
             return redirect(request, f"/memories/{m.id}?done=unchanged")
         await engine.update(m.id, changes)
@@ -295,7 +243,7 @@ def create_app(
         if isinstance(form, Response):
             return form
         if form.get("pinned") not in ("true", "false"):
-            raise BadRequest("pinned must be true or false")
+            raise forms.BadRequest("pinned must be true or false")
         m = await engine.update(request.path_params["id"], {"pinned": form["pinned"] == "true"})
         return redirect(request, f"/memories/{m.id}?done=saved")
 
@@ -303,9 +251,9 @@ def create_app(
         form = await checked_form(request)
         if isinstance(form, Response):
             return form
-        value = _int(str(form.get("priority", "")) or None, "priority", -1, 1, 5)
+        value = forms.whole_number(str(form.get("priority", "")) or None, "priority", -1, 1, 5)
         if value == -1:
-            raise BadRequest("priority is missing: give a number from 1 to 5")
+            raise forms.BadRequest("priority is missing: give a number from 1 to 5")
         m = await engine.update(request.path_params["id"], {"priority": value})
         return redirect(request, f"/memories/{m.id}?done=saved")
 
@@ -318,7 +266,7 @@ def create_app(
         if isinstance(form, Response):
             return form
         if form.get("confirm") != "yes":
-            raise BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
+            raise forms.BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
         m = await engine.forget(request.path_params["id"])
         if await engine.project_size(m.project) == 0:  # its last memory: the project is gone too
             return redirect(request, "/")
@@ -331,10 +279,12 @@ def create_app(
         form = {
             "q": qp.get("q", ""),
             "project": qp.get("project") or (names[0] if names else engine.config.default_project),
-            "limit": _int(qp.get("limit"), "limit", cfg.default_limit, 1, cfg.max_limit),
-            "max_tokens": _int(qp.get("max_tokens"), "max_tokens", cfg.default_max_tokens, 1, 10**7),
-            "budget": _choice(qp.get("budget"), "budget", BUDGETS, "mid"),
-            "mode": _choice(qp.get("mode"), "mode", MODES, cfg.mode),
+            "limit": forms.whole_number(qp.get("limit"), "limit", cfg.default_limit, 1, cfg.max_limit),
+            "max_tokens": forms.whole_number(
+                qp.get("max_tokens"), "max_tokens", cfg.default_max_tokens, 1, 10**7
+            ),
+            "budget": forms.choice(qp.get("budget"), "budget", BUDGETS, "mid"),
+            "mode": forms.choice(qp.get("mode"), "mode", MODES, cfg.mode),
         }
         context: dict[str, Any] = {
             "title": "Recall explorer",
