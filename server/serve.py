@@ -24,6 +24,8 @@ def serve(
         if why := refusal(host):
             log.error("memlane serve: %s Set [ui] enabled = false to serve MCP on %s.", why, host)
             return 2
+    if settings.ui.enabled and transport != "http":
+        log.warning("[ui] enabled: the memory browser is served with --transport http only (or: memlane ui)")
     server, state = build_server(settings)
 
     async def run() -> None:

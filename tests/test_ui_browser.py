@@ -6,6 +6,7 @@ recall. Skipped, saying why, where no Chromium or chromedriver can be found."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +22,8 @@ from memlane.pipeline.engine import Engine
 
 pytestmark = pytest.mark.slow
 
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# CHROMEDRIVER in the environment points at another driver (or, set to a missing path, shows the skip).
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 XSS = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
 
