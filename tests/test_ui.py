@@ -496,3 +496,31 @@ async def test_the_edit_form_sends_only_what_changed(client):
         "pinned": True,
         "tags": ["a", "b"],
     }
+
+
+async def test_the_mcp_recall_tool_feeds_the_stats_page_of_the_same_process(settings, embedder):
+    from mcp import Client
+
+    from memlane.pipeline.engine import Engine
+    from memlane.server.app import build_server
+    from memlane.server.ui.metrics import RECALLS
+
+    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+    before = RECALLS.samples()[-1:]  # the log is process-wide and bounded: compare its newest entry
+    try:
+        async with Client(server) as mcp_client:
+            await mcp_client.call_tool("remember", {"content": "The cache is Redis 7", "project": "p"})
+            r = await mcp_client.call_tool("recall", {"query": "which cache?", "project": "p"})
+            assert r.is_error is False
+        newest = RECALLS.samples()[-1]
+        assert newest not in before and newest.source == "mcp"
+        assert "retrieval" in dict(newest.stages)
+        app = create_app(state.ready, allowed_hosts=["testserver"])  # the mounted browser's default log
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        ) as c:
+            page = (await c.get("/stats")).text
+        assert re.search(r"from this browser, \d+ from MCP clients", page)
+        assert 'id="latency-chart"' in page
+    finally:
+        await state.close()
