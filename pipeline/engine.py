@@ -276,10 +276,12 @@ class Engine:
         since: Any = None,
         until: Any = None,
         cursor: str | None = None,
+        before: str | None = None,
         limit: Any = 50,
     ) -> BrowsePage:
         """One page of a project's memories, newest first by ``sort`` (created, occurred, priority);
-        ``cursor`` is the previous page's ``next_cursor``."""
+        ``cursor`` is a page's ``next_cursor`` (the page after it), ``before`` its ``prev_cursor``
+        (the page before it)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
             raise InvalidInput("limit must be an integer from 1 to 500")
         return await self.store.browse(
@@ -292,6 +294,7 @@ class Engine:
             since=v.parse_datetime(since, "since"),
             until=v.parse_datetime(until, "until"),
             cursor=cursor,
+            before=before,
             limit=limit,
         )
 

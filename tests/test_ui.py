@@ -127,6 +127,14 @@ async def test_project_pages_paginate_with_a_cursor_and_filter(client):
         url = "/projects/acme?" + unescape(nxt.group(1)) if nxt else None
     assert len(seen) == 4 and len(set(seen)) == 4
     assert seen[0] == str(client.ids[1])  # priority 5 first
+    back: list[str] = []  # and back again from the last page, through the "previous" links
+    while True:
+        back = re.findall(r'<td class="content"><a href="/memories/([0-9a-f-]+)"', r.text) + back
+        prev = re.search(r'id="prev-page" href="\?([^"]+)"', r.text)
+        if not prev:
+            break
+        r = await client.get("/projects/acme?" + unescape(prev.group(1)))
+    assert back == seen and 'id="first-page"' not in r.text
     r = await client.get("/projects/acme?pinned=yes")
     assert re.findall(r'<td class="content"><a href="/memories/([0-9a-f-]+)"', r.text) == [str(client.ids[1])]
     r = await client.get("/projects/acme?category=incident")
@@ -524,3 +532,25 @@ async def test_the_mcp_recall_tool_feeds_the_stats_page_of_the_same_process(sett
         assert 'id="latency-chart"' in page
     finally:
         await state.close()
+
+
+async def test_keyset_pages_go_forward_and_back_over_a_short_last_page(seeded):
+    from memlane.pipeline.errors import InvalidInput
+
+    engine, _ = seeded
+    first = await engine.browse("acme", sort="occurred", limit=3)
+    assert len(first.memories) == 3 and first.prev_cursor is None and first.next_cursor
+    last = await engine.browse("acme", sort="occurred", cursor=first.next_cursor, limit=3)
+    assert len(last.memories) == 1 and last.next_cursor is None and last.prev_cursor
+    again = await engine.browse("acme", sort="occurred", before=last.prev_cursor, limit=3)
+    assert [m.id for m in again.memories] == [m.id for m in first.memories]
+    assert again.prev_cursor is None and again.next_cursor == first.next_cursor
+    everything = (await engine.browse("acme", sort="occurred", limit=10)).memories
+    whens = [m.occurred_at or m.created_at for m in everything]
+    assert whens == sorted(whens, reverse=True) and [m.id for m in everything][:3] == [
+        m.id for m in first.memories
+    ]
+    with pytest.raises(InvalidInput, match="not both"):
+        await engine.browse("acme", cursor=first.next_cursor, before=first.next_cursor)
+    with pytest.raises(InvalidInput, match="cursor is not valid"):
+        await engine.browse("acme", sort="priority", cursor=first.next_cursor)  # a cursor of another sort

@@ -38,6 +38,7 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 class BrowsePage:
     memories: list[Memory]
     next_cursor: str | None  # None: this is the last page
+    prev_cursor: str | None = None  # for ``before``: the page before this one; None on the first page
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,7 @@ class BrowseQueries:
         since: datetime | None = None,
         until: datetime | None = None,
         cursor: str | None = None,
+        before: str | None = None,
         limit: int = 50,
     ) -> BrowsePage:
         """One page of a project's memories (expired ones too: the browser shows what is stored),
@@ -115,14 +117,19 @@ class BrowseQueries:
         if until is not None:
             filters.append(f"{WHEN} < %s")
             params.append(until)
-        if cursor is not None:
+        if cursor is not None and before is not None:
+            raise InvalidInput("give cursor (the next page) or before (the previous page), not both")
+        # ``before``: the page that ends just before a row, read backwards from it (the same index,
+        # scanned the other way) and then put back in order.
+        backward = before is not None
+        if cursor is not None or before is not None:
             # A row comparison in the sort's direction: every key sorts the same way, so one
             # comparison of tuples is exactly "after the cursor", and it matches the index order.
-            values = decode_cursor(cursor, sort)
-            op = "<" if descending else ">"
+            values = decode_cursor(cursor or before, sort)
+            op = "<" if descending != backward else ">"
             filters.append(f"({', '.join(keys)}) {op} ({', '.join(['%s'] * len(keys))})")
             params.extend(values)
-        direction = "DESC" if descending else "ASC"
+        direction = "DESC" if descending != backward else "ASC"
         order = ", ".join(f"{k} {direction}" for k in keys)
         cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
         key_cols = ", ".join(f"{k} AS k{i}" for i, k in enumerate(keys))
@@ -137,10 +144,23 @@ class BrowseQueries:
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             rows = await cur.fetchall()
-        more = len(rows) > limit
+        more = len(rows) > limit  # backward: more rows before this page
         rows = rows[:limit]
-        next_cursor = encode_cursor([rows[-1][f"k{i}"] for i in range(len(keys))]) if more else None
-        return BrowsePage(memories=[row_to_memory(r) for r in rows], next_cursor=next_cursor)
+        if backward:
+            rows.reverse()
+
+        def key(row) -> str:
+            return encode_cursor([row[f"k{i}"] for i in range(len(keys))])
+
+        if not rows:
+            return BrowsePage(memories=[], next_cursor=None)
+        has_next = True if backward else more
+        has_prev = more if backward else cursor is not None
+        return BrowsePage(
+            memories=[row_to_memory(r) for r in rows],
+            next_cursor=key(rows[-1]) if has_next else None,
+            prev_cursor=key(rows[0]) if has_prev else None,
+        )
 
     async def project_summaries(self) -> list[ProjectSummary]:
         """Every project and its memory count. Read from memlane_projects, which the BM25 statistics

@@ -197,7 +197,7 @@ def create_app(
             context["results"] = result.memories
             context["total_ms"] = result.trace.total_ms
         else:
-            cursor = qp.get("cursor") or None
+            cursor, before = qp.get("cursor") or None, qp.get("before") or None
             browse = await engine.browse(
                 name,
                 sort=filters["sort"],
@@ -208,13 +208,17 @@ def create_app(
                 since=filters["since"] or None,
                 until=filters["until"] or None,
                 cursor=cursor,
+                before=before,
                 limit=limit,
             )
             context["memories"] = browse.memories
             keep = {k: v for k, v in filters.items() if v and k != "q"}
             if limit != PAGE_SIZE:
                 keep["limit"] = limit
-            context["first_page"] = urlencode(keep) if cursor else None
+            context["first_page"] = urlencode(keep) if browse.prev_cursor else None
+            context["prev_page"] = (
+                urlencode({**keep, "before": browse.prev_cursor}) if browse.prev_cursor else None
+            )
             context["next_page"] = (
                 urlencode({**keep, "cursor": browse.next_cursor}) if browse.next_cursor else None
             )
