@@ -8,7 +8,7 @@ INSPECTOR_VERSION := 2.12.0
 # CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean browser screenshots
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,21 @@ install: $(BIN)/memlane
 run: $(BIN)/memlane
 	@$(BIN)/memlane serve
 
-test: $(BIN)/memlane node_modules/.bin/mcp-inspector
+# The memory browser's real-browser tests drive Debian's Chromium. Installed here when missing and
+# we can (root with apt-get); otherwise those tests skip and say why, and make test goes on.
+browser:
+	@if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing chromium and chromium-driver for the browser tests"; \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
+			|| echo "could not install chromium: the browser tests will be skipped"; \
+	fi
+
+test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
 	$(BIN)/python -m pytest -q
+
+# PNGs of every page of the memory browser over a demo store, for the README.
+screenshots: $(BIN)/memlane browser
+	$(BIN)/python -m memlane.server.ui.screenshots --output bench/results/ui
 
 lint: $(BIN)/memlane
 	$(BIN)/ruff check server pipeline prompts tests

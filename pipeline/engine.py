@@ -24,6 +24,7 @@ from .providers.embedder import Embedder, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
+from .store.browse import BrowsePage, ProjectSummary
 from .store.embedded import EmbeddedPostgres, watch_postmaster
 
 log = logging.getLogger(__name__)
@@ -253,3 +254,59 @@ class Engine:
         s["database"] = self.dsn_kind
         s["llm"] = self.llm.stats() if self.llm is not None else {"provider": "none"}
         return s
+
+    # -- browsing (the memory browser in server/ui) ------------------------------------------------
+
+    async def projects(self) -> list[ProjectSummary]:
+        """Every project with its memory count."""
+        return await self.store.project_summaries()
+
+    async def project_size(self, project: Any) -> int:
+        return await self.store.project_size(v.project_name(project, self.config.default_project))
+
+    async def browse(
+        self,
+        project: Any,
+        *,
+        sort: Any = "created",
+        descending: bool = True,
+        category: Any = None,
+        tags: Any = None,
+        pinned: bool | None = None,
+        since: Any = None,
+        until: Any = None,
+        cursor: str | None = None,
+        before: str | None = None,
+        limit: Any = 50,
+    ) -> BrowsePage:
+        """One page of a project's memories, newest first by ``sort`` (created, occurred, priority);
+        ``cursor`` is a page's ``next_cursor`` (the page after it), ``before`` its ``prev_cursor``
+        (the page before it)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise InvalidInput("limit must be an integer from 1 to 500")
+        return await self.store.browse(
+            v.project_name(project, self.config.default_project),
+            sort=sort,
+            descending=descending,
+            category=v.category_name(category),
+            tags=v.tag_list(tags, self.config.remember.max_tags),
+            pinned=pinned,
+            since=v.parse_datetime(since, "since"),
+            until=v.parse_datetime(until, "until"),
+            cursor=cursor,
+            before=before,
+            limit=limit,
+        )
+
+    async def project_categories(self, project: Any) -> list[tuple[str | None, int]]:
+        return await self.store.project_categories(v.project_name(project, self.config.default_project))
+
+    async def category_names(self, project: Any) -> list[str]:
+        return await self.store.category_names(v.project_name(project, self.config.default_project))
+
+    async def most_recalled(self, project: Any, limit: int = 5) -> list[Memory]:
+        return await self.store.most_recalled(v.project_name(project, self.config.default_project), limit)
+
+    async def created_per_day(self, project: Any = None) -> list[tuple[datetime, int]]:
+        name = None if project is None else v.project_name(project, self.config.default_project)
+        return await self.store.created_per_day(name)

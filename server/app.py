@@ -26,6 +26,7 @@ from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneEr
 from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
 from .sampling import sampler_for
 from .settings import Settings
+from .ui.metrics import RECALLS
 
 log = logging.getLogger("memlane.server")
 
@@ -246,6 +247,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             )
             sampler = sampler_for(ctx, eng.llm)
             res = await eng.recall(req, sampling=sampler, touch=sampler is None)
+            RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
             if sampler is not None:
                 if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
                     return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())

@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP/SSE port (default 8765)")
 
+    s = sub.add_parser("ui", help="serve the memory browser on 127.0.0.1 (a web page)")
+    s.add_argument("--host", help="bind address; only loopback addresses (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="default: ui.port (8766)")
+
     s = sub.add_parser("remember", help="store one memory")
     s.add_argument("content")
     s.add_argument("--project")
@@ -92,13 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(settings.server.log_level if args.command == "serve" else "WARNING")
+    logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
     shutdown.exit_cleanly_on_sigterm()
     try:
         if args.command == "serve":
             from .serve import serve
 
             return serve(settings, transport=args.transport, host=args.host, port=args.port)
+        if args.command == "ui":
+            from .ui.run import run
+
+            return run(settings, host=args.host, port=args.port)
         if args.command == "prompts":
             from .commands import cmd_prompts
 

@@ -18,6 +18,14 @@ def serve(
     transport = transport or settings.server.transport
     host = host or settings.server.host
     port = port or settings.server.port
+    if settings.ui.enabled and transport == "http":
+        from .ui.run import refusal
+
+        if why := refusal(host):
+            log.error("memlane serve: %s Set [ui] enabled = false to serve MCP on %s.", why, host)
+            return 2
+    if settings.ui.enabled and transport != "http":
+        log.warning("[ui] enabled: the memory browser is served with --transport http only (or: memlane ui)")
     server, state = build_server(settings)
 
     async def run() -> None:
@@ -36,6 +44,11 @@ def serve(
                     else server.sse_app(host=host)
                 )
                 path = "/mcp" if transport == "http" else "/sse"
+                if settings.ui.enabled and transport == "http":
+                    from .ui.mount import mount_ui
+
+                    mount_ui(app, state)
+                    log.info("memlane memory browser on http://%s:%d/ui/", host, port)
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
                 # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.
                 config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)

@@ -32,6 +32,15 @@ class ServerConfig(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class UIConfig(BaseModel):
+    """The memory browser (server/ui): ``memlane ui``, and ``/ui`` in the HTTP server when enabled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    port: int = Field(default=8766, ge=1, le=65535)
+
+
 class Settings(BaseSettings, EngineConfig):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -42,6 +51,7 @@ class Settings(BaseSettings, EngineConfig):
     )
 
     server: ServerConfig = ServerConfig()
+    ui: UIConfig = UIConfig()
 
     # The parsed TOML file, set by load() around construction; a ClassVar, not a pydantic field.
     _toml: ClassVar[dict[str, Any]] = {}
@@ -61,7 +71,7 @@ class Settings(BaseSettings, EngineConfig):
         """The engine's part of these settings: the same validated sections (secrets included),
         without a dump and a second validation."""
         return EngineConfig.model_construct(
-            _fields_set=self.model_fields_set - {"server"},
+            _fields_set=self.model_fields_set - {"server", "ui"},
             **{name: getattr(self, name) for name in EngineConfig.model_fields},
         )
 

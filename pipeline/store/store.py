@@ -31,6 +31,7 @@ from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMis
 from ..records import Memory
 from ..validate import content_hash
 from . import migrate as migrations
+from .browse import BrowseQueries
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
@@ -82,7 +83,7 @@ class StoredRow:
     source: str | None
 
 
-class Store(SearchQueries, HandleQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries):
     def __init__(
         self,
         dsn: str,

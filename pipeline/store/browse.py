@@ -1,0 +1,228 @@
+"""Read queries of the memory browser (``server/ui``): one project's memories page by page, per
+project summaries, and counts over time.
+
+Pages use keyset pagination: the cursor is the last row's sort key, and the next page starts right
+after it (``WHERE (key, id) < (...)``), so page 2000 costs what page 1 costs. Every sort has an
+index that starts with (project, key) (migration 0004); an OFFSET would read and drop every row
+before the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.rows import dict_row
+
+from ..errors import InvalidInput
+from ..records import Memory
+from .rows import MEMORY_COLUMNS, row_to_memory
+
+# "when": when it happened (occurred_at), or when it was stored when that is unknown; the same
+# expression as the index memories_project_when, so the planner can use it.
+WHEN = "coalesce(m.occurred_at, m.created_at)"
+
+# sort name -> the key columns, most significant first; the id breaks ties, so the order is total.
+SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "created": ("m.created_at", "m.id"),
+    "occurred": (WHEN, "m.id"),
+    "priority": ("m.priority", "m.created_at", "m.id"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrowsePage:
+    memories: list[Memory]
+    next_cursor: str | None  # None: this is the last page
+    prev_cursor: str | None = None  # for ``before``: the page before this one; None on the first page
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSummary:
+    project: str
+    memories: int
+
+
+def encode_cursor(values: list[Any]) -> str:
+    data = [
+        v.isoformat() if isinstance(v, datetime) else str(v) if isinstance(v, UUID) else v for v in values
+    ]
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, sort: str) -> list[Any]:
+    """The sort key values a cursor carries, typed for the query; a cursor that was not made by
+    ``encode_cursor`` for this sort is an ``InvalidInput``."""
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        kinds = {"created": (datetime, UUID), "occurred": (datetime, UUID), "priority": (int, datetime, UUID)}
+        types = kinds[sort]
+        if not isinstance(raw, list) or len(raw) != len(types):
+            raise ValueError
+        out: list[Any] = []
+        for kind, value in zip(types, raw, strict=True):
+            if kind is int:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError
+                out.append(value)
+            elif kind is datetime:
+                out.append(datetime.fromisoformat(value))
+            else:
+                out.append(UUID(value))
+        return out
+    except (ValueError, TypeError, KeyError, json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidInput("cursor is not valid for this list: start again from the first page") from None
+
+
+class BrowseQueries:
+    """Mixed into Store; needs ``_connection()``."""
+
+    async def browse(
+        self,
+        project: str,
+        *,
+        sort: str = "created",
+        descending: bool = True,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        pinned: bool | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        cursor: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+    ) -> BrowsePage:
+        """One page of a project's memories (expired ones too: the browser shows what is stored),
+        with their access counts. ``since``/``until`` bound when each memory happened (``WHEN``)."""
+        if sort not in SORT_KEYS:
+            raise InvalidInput(f"sort must be one of {', '.join(SORT_KEYS)}; got {sort!r}")
+        keys = SORT_KEYS[sort]
+        filters, params = ["m.project = %s"], [project]
+        if category is not None:
+            filters.append("m.category = %s")
+            params.append(category)
+        if tags:
+            filters.append("m.tags @> %s")
+            params.append(list(tags))
+        if pinned is not None:
+            filters.append("m.pinned = %s")
+            params.append(pinned)
+        if since is not None:
+            filters.append(f"{WHEN} >= %s")
+            params.append(since)
+        if until is not None:
+            filters.append(f"{WHEN} < %s")
+            params.append(until)
+        if cursor is not None and before is not None:
+            raise InvalidInput("give cursor (the next page) or before (the previous page), not both")
+        # ``before``: the page that ends just before a row, read backwards from it (the same index,
+        # scanned the other way) and then put back in order.
+        backward = before is not None
+        if cursor is not None or before is not None:
+            # A row comparison in the sort's direction: every key sorts the same way, so one
+            # comparison of tuples is exactly "after the cursor", and it matches the index order.
+            values = decode_cursor(cursor or before, sort)
+            op = "<" if descending != backward else ">"
+            filters.append(f"({', '.join(keys)}) {op} ({', '.join(['%s'] * len(keys))})")
+            params.extend(values)
+        direction = "DESC" if descending != backward else "ASC"
+        order = ", ".join(f"{k} {direction}" for k in keys)
+        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        key_cols = ", ".join(f"{k} AS k{i}" for i, k in enumerate(keys))
+        sql = (
+            f"SELECT p.*, a.access_count, a.last_accessed_at FROM ("
+            f" SELECT {cols}, {key_cols} FROM memories m WHERE {' AND '.join(filters)}"
+            f" ORDER BY {order} LIMIT %s) AS p"
+            f" LEFT JOIN memory_access a ON a.memory_id = p.id"
+            f" ORDER BY {', '.join(f'k{i} {direction}' for i in range(len(keys)))}"
+        )
+        params.append(limit + 1)  # one more than asked: whether there is a next page
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            rows = await cur.fetchall()
+        more = len(rows) > limit  # backward: more rows before this page
+        rows = rows[:limit]
+        if backward:
+            rows.reverse()
+
+        def key(row) -> str:
+            return encode_cursor([row[f"k{i}"] for i in range(len(keys))])
+
+        if not rows:
+            return BrowsePage(memories=[], next_cursor=None)
+        has_next = True if backward else more
+        has_prev = more if backward else cursor is not None
+        return BrowsePage(
+            memories=[row_to_memory(r) for r in rows],
+            next_cursor=key(rows[-1]) if has_next else None,
+            prev_cursor=key(rows[0]) if has_prev else None,
+        )
+
+    async def project_summaries(self) -> list[ProjectSummary]:
+        """Every project and its memory count. Read from memlane_projects, which the BM25 statistics
+        triggers keep exact (migration 0002), rather than counting the memories table."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT project, docs FROM memlane_projects WHERE docs > 0 ORDER BY project"
+            )
+            return [ProjectSummary(project=p, memories=int(n)) for p, n in await cur.fetchall()]
+
+    async def project_size(self, project: str) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT docs FROM memlane_projects WHERE project = %s", (project,))
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def project_categories(self, project: str) -> list[tuple[str | None, int]]:
+        """(category, memories) of one project, largest first; None is "no category"."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT category, count(*) FROM memories WHERE project = %s"
+                " GROUP BY category ORDER BY count(*) DESC, category NULLS LAST",
+                (project,),
+            )
+            return [(c, int(n)) for c, n in await cur.fetchall()]
+
+    async def category_names(self, project: str) -> list[str]:
+        """The distinct categories of one project, for a filter menu, without reading every row:
+        a skip scan (each step asks the (project, category) index for the next larger category),
+        so a few categories in 100k memories cost a few index probes."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH RECURSIVE c(category) AS ("
+                " SELECT min(category) FROM memories WHERE project = %(p)s"
+                " UNION ALL"
+                " SELECT (SELECT min(m.category) FROM memories m WHERE m.project = %(p)s AND m.category > c.category)"
+                " FROM c WHERE c.category IS NOT NULL)"
+                " SELECT category FROM c WHERE category IS NOT NULL",
+                {"p": project},
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def most_recalled(self, project: str, limit: int = 5) -> list[Memory]:
+        """The memories recalls returned most often (memory_access holds only recalled memories)."""
+        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                f"SELECT {cols}, a.access_count, a.last_accessed_at FROM memory_access a"
+                " JOIN memories m ON m.id = a.memory_id WHERE m.project = %s AND a.access_count > 0"
+                " ORDER BY a.access_count DESC, a.last_accessed_at DESC NULLS LAST, m.id LIMIT %s",
+                (project, limit),
+            )
+            return [row_to_memory(r) for r in await cur.fetchall()]
+
+    async def created_per_day(self, project: str | None = None) -> list[tuple[datetime, int]]:
+        """(day, memories stored that day), oldest first, for the stats page. One pass over the
+        table; the stats page is opened now and then, not on every list page."""
+        where, params = ("WHERE project = %s", (project,)) if project is not None else ("", ())
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                f"SELECT date_trunc('day', created_at) AS d, count(*) FROM memories {where}"
+                " GROUP BY d ORDER BY d",
+                params,
+            )
+            return [(d, int(n)) for d, n in await cur.fetchall()]

@@ -1,0 +1,19 @@
+"""The browser inside ``memlane serve --transport http`` (``[ui] enabled = true``), at ``/ui``.
+
+It shares the MCP server's engine (``State``), so one process opens the database once, and the
+stats page sees the MCP clients' recalls too.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.responses import RedirectResponse
+from starlette.routing import Mount, Route
+
+from .app import create_app
+
+
+def mount_ui(app: Starlette, state) -> None:
+    """Add ``/ui`` (the browser) to the MCP HTTP app; ``state.ready()`` waits for the start-up."""
+    app.router.routes.append(Route("/ui", lambda request: RedirectResponse("/ui/", status_code=308)))
+    app.router.routes.append(Mount("/ui", app=create_app(state.ready)))
