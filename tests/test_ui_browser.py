@@ -118,6 +118,16 @@ def browser(site):
         driver.quit()
 
 
+def follow(browser, element) -> None:
+    """Click something that loads a new page and wait until the old page is gone: an element looked
+    up right after the click could otherwise be found on the page being left (a stale element)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()
+    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(element))
+
+
 def by(kind: str):
     from selenium.webdriver.common.by import By
 
@@ -128,7 +138,7 @@ def test_list_open_a_project_search_and_open_a_memory(site, browser):
     base, _ = site
     browser.get(base + "/")
     assert "Projects" in browser.title
-    browser.find_element(by("LINK_TEXT"), "acme").click()
+    follow(browser, browser.find_element(by("LINK_TEXT"), "acme"))
     rows = browser.find_elements(by("CSS_SELECTOR"), "#memories tbody tr")
     assert len(rows) == 5
     search = browser.find_element(by("NAME"), "q")
@@ -136,7 +146,7 @@ def test_list_open_a_project_search_and_open_a_memory(site, browser):
     search.submit()
     first = browser.find_element(by("CSS_SELECTOR"), "#results tbody tr td.content a")
     assert "PostgreSQL for billing" in first.text
-    first.click()
+    follow(browser, first)
     assert "PostgreSQL for billing" in browser.find_element(by("ID"), "content").text
     assert "decision" in browser.find_element(by("ID"), "fields").text
 
@@ -147,7 +157,7 @@ def test_a_memory_with_markup_shows_as_text_and_runs_nothing(site, browser):
     link = next(
         a for a in browser.find_elements(by("CSS_SELECTOR"), "#memories td.content a") if "<script>" in a.text
     )
-    link.click()
+    follow(browser, link)
     assert browser.find_element(by("ID"), "content").text == XSS  # the exact characters, as text
     assert "pwned" not in browser.title
     assert browser.find_elements(by("CSS_SELECTOR"), "main img") == []
@@ -156,7 +166,7 @@ def test_a_memory_with_markup_shows_as_text_and_runs_nothing(site, browser):
 def test_edit_then_forget_with_the_confirmation(site, browser):
     base, _ = site
     browser.get(base + "/projects/acme?category=preference")
-    browser.find_element(by("CSS_SELECTOR"), "#memories td.content a").click()
+    follow(browser, browser.find_element(by("CSS_SELECTOR"), "#memories td.content a"))
     memory_url = browser.current_url
     form = browser.find_element(by("ID"), "edit-form")
     content = form.find_element(by("NAME"), "content")
@@ -164,22 +174,22 @@ def test_edit_then_forget_with_the_confirmation(site, browser):
     content.send_keys("Alice prefers tabs, never spaces, in every project")
     form.find_element(by("NAME"), "tags").clear()
     form.find_element(by("NAME"), "tags").send_keys("style, editor")
-    browser.find_element(by("ID"), "save").click()
+    follow(browser, browser.find_element(by("ID"), "save"))
     assert browser.find_element(by("ID"), "notice").text == "Saved."
     assert (
         browser.find_element(by("ID"), "content").text == "Alice prefers tabs, never spaces, in every project"
     )
     assert "editor" in browser.find_element(by("ID"), "fields").text
 
-    browser.find_element(by("ID"), "pin").click()
+    follow(browser, browser.find_element(by("ID"), "pin"))
     assert browser.find_element(by("ID"), "pin").text == "Unpin"
 
-    browser.find_element(by("ID"), "forget").click()
+    follow(browser, browser.find_element(by("ID"), "forget"))
     assert "Forget this memory?" in browser.find_element(by("TAG_NAME"), "h1").text
-    browser.find_element(by("LINK_TEXT"), "Cancel").click()  # cancelling keeps it
+    follow(browser, browser.find_element(by("LINK_TEXT"), "Cancel"))  # cancelling keeps it
     assert browser.current_url == memory_url
-    browser.find_element(by("ID"), "forget").click()
-    browser.find_element(by("ID"), "confirm-forget").click()
+    follow(browser, browser.find_element(by("ID"), "forget"))
+    follow(browser, browser.find_element(by("ID"), "confirm-forget"))
     assert browser.find_element(by("ID"), "notice").text == "The memory was forgotten."
     assert "tabs, never spaces" not in browser.find_element(by("ID"), "memories").text
     browser.get(memory_url)
@@ -191,7 +201,7 @@ def test_recall_explorer_draws_the_trace(site, browser):
     browser.get(base + "/recall?project=acme")
     q = browser.find_element(by("NAME"), "q")
     q.send_keys("who is on call for payments?")
-    browser.find_element(by("ID"), "run-recall").click()
+    follow(browser, browser.find_element(by("ID"), "run-recall"))
     stages = [
         r.find_element(by("TAG_NAME"), "strong").text
         for r in browser.find_elements(by("CSS_SELECTOR"), "#stages tr.stage-row")
