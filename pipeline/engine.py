@@ -156,6 +156,7 @@ class Engine:
             )
         if len(query) > cfg.max_query_chars:
             raise InvalidInput(f"query is {len(query)} characters; the maximum is {cfg.max_query_chars}")
+        v.storable_text(query, "query")
         if limit is None:
             limit = cfg.default_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= cfg.max_limit:

@@ -122,7 +122,7 @@ class MemoryInput(_Fields):
     def _source(cls, value: Any) -> str | None:
         if value is not None and not isinstance(value, str):
             raise InvalidInput("source must be a string")
-        return value
+        return v.storable_text(value, "source") if value is not None else None
 
     @property
     def content_hash(self) -> str:

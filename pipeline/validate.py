@@ -83,6 +83,20 @@ def parse_id_prefix(value: Any) -> UUID | str:
     )
 
 
+def storable_text(text: str, field: str) -> str:
+    """Text PostgreSQL can store and the tokenizers can read: no NUL character and valid Unicode
+    (a lone surrogate, which JSON can carry, is neither UTF-8 nor text a model reads)."""
+    if "\x00" in text:
+        raise InvalidInput(f"{field} contains a NUL character, which cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(
+            f"{field} is not valid Unicode (a lone surrogate at character {e.start}); send UTF-8 text"
+        ) from None
+    return text
+
+
 def project_name(value: Any, default: str) -> str:
     if value is None:
         return default
@@ -93,7 +107,7 @@ def project_name(value: Any, default: str) -> str:
         return default
     if not _PROJECT_RE.match(name):
         raise InvalidInput("project must be 1-200 characters without control characters")
-    return name
+    return storable_text(name, "project")
 
 
 def content_text(value: Any, max_chars: int) -> str:
@@ -102,8 +116,7 @@ def content_text(value: Any, max_chars: int) -> str:
     text = value.strip()
     if not text:
         raise InvalidInput("content is empty: give the fact, preference or event to remember as text")
-    if "\x00" in text:
-        raise InvalidInput("content contains a NUL character, which cannot be stored")
+    storable_text(text, "content")
     if len(text) > max_chars:
         raise InvalidInput(
             f"content is {len(text)} characters; the maximum is {max_chars} "
@@ -122,7 +135,7 @@ def category_name(value: Any) -> str | None:
         return None
     if len(name) > 64 or not _PROJECT_RE.match(name):
         raise InvalidInput("category must be at most 64 characters without control characters")
-    return name
+    return storable_text(name, "category")
 
 
 def tag_list(value: Any, max_tags: int) -> tuple[str, ...]:
@@ -141,6 +154,7 @@ def tag_list(value: Any, max_tags: int) -> tuple[str, ...]:
             continue
         if len(t) > 64 or not _PROJECT_RE.match(t):
             raise InvalidInput(f"tag {t[:70]!r} is too long or has control characters (max 64 characters)")
+        storable_text(t, "a tag")
         if t not in out:
             out.append(t)
     if len(out) > max_tags:
@@ -172,6 +186,7 @@ def metadata_object(value: Any, max_bytes: int) -> dict[str, Any]:
         raise InvalidInput(f"metadata is not valid JSON: {e}") from None
     if "\\u0000" in encoded:
         raise InvalidInput("metadata contains a NUL character, which cannot be stored")
+    storable_text(encoded, "metadata")
     if len(encoded.encode()) > max_bytes:
         raise InvalidInput(f"metadata is larger than {max_bytes} bytes (remember.max_metadata_bytes)")
     return value

@@ -167,11 +167,24 @@ def test_memory_input_applies_defaults_and_the_configured_limits():
         ({"content": "x", "colour": "red"}, r"unknown field\(s\) colour"),
         ({"content": 3}, "content must be a string"),
         ({"content": "x", "metadata": [1]}, "metadata must be a JSON object"),
+        ({"content": "half a pair \ud800"}, "content is not valid Unicode"),
+        ({"content": "x", "metadata": {"k": "\udfff"}}, "metadata is not valid Unicode"),
+        ({"content": "x", "tags": ["ok", "\ud83d"]}, "a tag is not valid Unicode"),
+        ({"content": "x", "project": "p\ud800"}, "project is not valid Unicode"),
+        ({"content": "x", "source": "a\x00b"}, "source contains a NUL"),
     ],
 )
 def test_memory_input_errors_say_what_is_accepted(item, message):
     with pytest.raises(InvalidInput, match=message):
         MemoryInput.parse(CFG, item)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"), [("a\x00b", "query contains a NUL"), ("lone \ud800", "query is not valid Unicode")]
+)
+async def test_a_query_postgres_or_the_tokenizer_cannot_read_is_refused_clearly(engine, query, message):
+    with pytest.raises(InvalidInput, match=message):
+        engine.recall_request(query)
 
 
 def test_memory_patch_keeps_only_what_was_given_and_refuses_project_changes():
