@@ -68,15 +68,22 @@ def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candid
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
+def _with_exact_scores(fused: list[Candidate], retrieved: Retrieved) -> list[Candidate]:
+    """RRF keeps a memory's score from the lists it ranks in; the threshold stage (and rrf_vector)
+    need its exact score on every arm, best over the query texts."""
+    for c in fused:
+        c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))
+    return fused
+
+
 def rrf_vector_fusion(
     retrieved: Retrieved, k: int, rrf_weight: float, vector_weight: float
 ) -> list[Candidate]:
     """RRF, normalised so the best candidate has 1.0, blended with the candidate's best cosine
     similarity: rank agreement across lists, and the dense arm's absolute evidence."""
-    fused = reciprocal_rank_fusion(retrieved.lists, k=k)
+    fused = _with_exact_scores(reciprocal_rank_fusion(retrieved.lists, k=k), retrieved)
     best = max((c.score for c in fused), default=0.0)
     for c in fused:
-        c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))
         norm = c.score / best if best > 0 else 0.0
         c.score = rrf_weight * norm + vector_weight * c.arm_scores.get("vector", 0.0)
     return sorted(fused, key=lambda c: (-c.score, *stable_key(c.memory)))
@@ -88,9 +95,7 @@ def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
         w = cfg.rrf_vector
         fused = rrf_vector_fusion(retrieved, cfg.rrf_k, w.rrf, w.vector)
     elif cfg.fusion == "rrf":
-        fused = reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k)
-        for c in fused:  # keep the exact scores for the threshold stage
-            c.arm_scores = dict(retrieved.scores.get(str(c.memory.id), c.arm_scores))
+        fused = _with_exact_scores(reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k), retrieved)
     else:
         fused = score_fusion(retrieved, cfg.arm_weights)
     return Step(fused, detail={"method": cfg.fusion})

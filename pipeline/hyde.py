@@ -22,8 +22,7 @@ async def hypothesise(ctx, query: Query) -> Step[Query]:
         return Step(query, status=f"skipped: {why}")
     try:
         answer = await llm.ask(
-            usage=ctx.usage,
-            timeout_s=ctx.remaining_s(),
+            ctx,
             question=query.text,
             reference_time=ctx.request.reference_time.date().isoformat(),
         )

@@ -164,8 +164,7 @@ async def analyse(ctx, query: Query) -> Step[Query]:
         return Step(query, detail={"implementation": f"offline ({why})", **detail})
     try:
         answer = await llm.ask(
-            usage=ctx.usage,
-            timeout_s=ctx.remaining_s(),
+            ctx,
             question=query.text,
             reference_time=ctx.request.reference_time.date().isoformat(),
         )

@@ -115,8 +115,10 @@ class StageLLM:
     prompt: prompts.Prompt
     model_key: str  # provider:model, part of the cache key
 
-    async def ask(self, *, usage: Usage, timeout_s: float | None = None, **variables: str) -> Answer:
-        """Render the prompt, answer from the cache or the provider within ``timeout_s``."""
+    async def ask(self, ctx, **variables: str) -> Answer:
+        """Render the prompt, answer from the cache or the provider before the recall's deadline;
+        calls and tokens go to the recall's usage (``ctx.usage``) and the process totals."""
+        usage, timeout_s = ctx.usage, ctx.remaining_s()
         system, user = self.prompt.render(**variables)
         key = hashlib.sha256(
             json.dumps([self.prompt.id, self.model_key, system, user], ensure_ascii=False).encode()

@@ -69,8 +69,7 @@ async def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     top = candidates[: cfg.rerank_top_n]
     try:
         answer = await llm.ask(
-            usage=ctx.usage,
-            timeout_s=ctx.remaining_s(),
+            ctx,
             question=ctx.request.query,
             reference_time=ctx.request.reference_time.date().isoformat(),
             candidates=render_candidates(top),

@@ -39,7 +39,7 @@ async def synthesize(ctx, query: Query) -> Step[Query]:
     if llm is None:
         return Step(query, status=f"skipped: {why}")
     try:
-        answer = await llm.ask(usage=ctx.usage, timeout_s=ctx.remaining_s(), question=query.text)
+        answer = await llm.ask(ctx, question=query.text)
         variants = parse_variants(answer.text, query.text)
     except LLMError as e:
         return Step(query, status=f"degraded: {e.reason}", prompt=llm.prompt.id)
