@@ -106,6 +106,7 @@ class MemoryInput(_Fields):
     expires_at: datetime | None = None
     metadata: dict[str, Any] = {}
     source: str | None = None
+    position: int | None = None  # order within ``source`` (0-based): a conversation's turn, a chunk
 
     @field_validator("content", mode="before")
     @classmethod
@@ -123,6 +124,11 @@ class MemoryInput(_Fields):
         if value is not None and not isinstance(value, str):
             raise InvalidInput("source must be a string")
         return v.storable_text(value, "source") if value is not None else None
+
+    @field_validator("position", mode="before")
+    @classmethod
+    def _position(cls, value: Any) -> int | None:
+        return v.position_value(value)
 
     @property
     def content_hash(self) -> str:

@@ -23,6 +23,7 @@ class Memory:
     updated_at: datetime
     expires_at: datetime | None
     source: str | None
+    position: int | None = None  # order within its source (a turn, a chunk); migration 0005
     access_count: int = 0  # recalls that returned it (memory_access; not read on the recall path)
     last_accessed_at: datetime | None = None
 

@@ -33,6 +33,7 @@ async def store_inputs(store, embedder, inputs: list[MemoryInput]) -> list[Remem
             occurred_at=m.occurred_at,
             expires_at=m.expires_at,
             source=m.source,
+            position=m.position,
         )
         for m, vec in zip(inputs, vectors, strict=True)
     ]

@@ -1,4 +1,5 @@
-"""The ``memlane`` command: serve, remember, recall, import, export, doctor, reembed, prompts, bench."""
+"""The ``memlane`` command: serve, remember, recall, import, export, doctor, maintain, reembed, prompts,
+bench."""
 
 from __future__ import annotations
 
@@ -73,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     psub.add_parser("list", help="every prompt and version, with its id (name@vN#sha8) and purpose")
     show = psub.add_parser("show", help="one prompt's file: NAME (newest version) or NAME@vN")
     show.add_argument("name", metavar="NAME[@VERSION]")
+    s = sub.add_parser(
+        "maintain", help="upkeep: run the maintenance tasks (idempotent, resumable, safe while servers run)"
+    )
+    s.add_argument(
+        "--task", action="append", dest="tasks", metavar="NAME", help="run only this task (repeatable)"
+    )
+    s.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    s.add_argument("--list", action="store_true", help="list the tasks and exit")
+
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 

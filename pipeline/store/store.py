@@ -23,6 +23,7 @@ from uuid import UUID
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -81,6 +82,7 @@ class StoredRow:
     occurred_at: datetime | None
     expires_at: datetime | None
     source: str | None
+    position: int | None = None
 
 
 class Store(SearchQueries, HandleQueries, BrowseQueries):
@@ -459,6 +461,7 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
                         r.occurred_at,
                         r.expires_at,
                         r.source,
+                        r.position,
                     )
                     for r in rows
                 ),
@@ -467,14 +470,14 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
         )
         sql = (
             "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
-            " pinned, priority, occurred_at, expires_at, source)"
+            " pinned, priority, occurred_at, expires_at, source, position)"
             " SELECT r.project, r.content, r.content_hash, r.embedding, r.category,"
             " ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.metadata, r.pinned, r.priority,"
-            " r.occurred_at, r.expires_at, r.source"
+            " r.occurred_at, r.expires_at, r.source, r.position"
             " FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[], %s::text[], %s::jsonb[], %s::jsonb[],"
-            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[]) WITH ORDINALITY"
+            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int4[]) WITH ORDINALITY"
             " AS r(project, content, content_hash, embedding, category, tags, metadata, pinned, priority,"
-            " occurred_at, expires_at, source, ord)"
+            " occurred_at, expires_at, source, position, ord)"
             " ORDER BY r.ord"
             " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
         )
@@ -658,6 +661,34 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
                 (project, np.asarray(embedding, dtype=np.float32), k),
             )
             return [r[0] for r in await cur.fetchall()]
+
+    @asynccontextmanager
+    async def try_advisory_lock(self, key: int) -> AsyncIterator[bool]:
+        """Hold a session advisory lock for the block if no one else holds it; yields whether it was
+        taken (never waits). Released when the block ends, or by PostgreSQL if the process dies."""
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            [got] = await cur.fetchone()
+            try:
+                yield got
+            finally:
+                if got:
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    async def maintenance_tables(self) -> list[str]:
+        """memlane's own tables in the current schema (what ``maintain`` vacuums)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND (tablename = 'memories' OR tablename LIKE 'memlane%%' OR tablename LIKE 'memory%%')"
+                " ORDER BY tablename"
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def vacuum_analyse(self, table: str) -> None:
+        """VACUUM (ANALYZE) one table (pool connections are in autocommit mode, as VACUUM needs)."""
+        async with self._connection() as conn:
+            await conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
 
     async def server_info(self) -> dict[str, str | None]:
         """PostgreSQL's and pgvector's versions (doctor, benchmark reports)."""
