@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, StoreError
+from .store.topics import add_to_sums
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -69,10 +70,65 @@ async def _analyse(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
     return {"vacuumed": tables}
 
 
+BACKFILL_BATCH = 256
+
+
+async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Topics and fact types for memories stored before they existed (migration 0007), then every
+    category summary with pending changes. Each batch and each summary is its own transaction, so
+    an interrupted run continues where it stopped; a second run finds nothing to do."""
+    from . import facttypes, summaries
+
+    store, topics, cfg = engine.store, engine.topics, engine.config.summaries
+    unassigned = await store.count_unassigned() if topics.enabled else 0
+    stale = await store.stale_categories(None, 0.0)
+    if ctx.dry_run:
+        return {"would_assign_topics": unassigned, "would_refresh_summaries": len(stale)}
+    assigned = skipped = 0
+    after = None
+    fixed = topics.fixed() if topics.enabled else []
+    while topics.enabled:
+        batch = await store.unassigned(after, BACKFILL_BATCH)
+        if not batch:
+            break
+        after = batch[-1]["id"]
+        updates, sums = [], {}
+        for row in batch:
+            if row["embedding"] is None:  # `memlane reembed` has not reached it yet
+                skipped += 1
+                continue
+            auto = await topics.auto_topics(store, row["project"])
+            a = topics.assign(row["content"], row["embedding"], fixed, auto)
+            add_to_sums(sums, row["project"], row["embedding"], a.auto)
+            fact = row["fact_type"] or facttypes.classify(row["content"])
+            updates.append((row["id"], list(a.topics), fact, a.topics[0] if a.topics else None))
+        try:
+            assigned += await store.assign_topics(updates, sums)
+        except BaseException:
+            topics.forget_cache()
+            raise
+        ctx.report(assigned + skipped, unassigned)
+    stale = await store.stale_categories(None, 0.0)  # the backfill may have filled categories
+    summarise = summaries.llm_summariser(engine)
+    for i, (project, category, pending) in enumerate(stale, 1):
+        await summaries.refresh(store, project, category, cfg, pending, summarise=summarise)
+        ctx.report(i, len(stale))
+    return {
+        "assigned_topics": assigned,
+        "skipped_without_embedding": skipped,
+        "refreshed_summaries": len(stale),
+    }
+
+
 # Run in this order: later tasks (vacuum) benefit from what earlier ones changed.
 TASKS: dict[str, Task] = {
     t.name: t
     for t in (
+        Task(
+            "summaries",
+            "topics and fact types for memories stored before them; refresh changed category summaries",
+            _summaries,
+        ),
         Task("vacuum", "VACUUM (ANALYZE) memlane's tables: planner statistics and dead rows", _analyse),
     )
 }

@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--occurred-at")
     s.add_argument("--expires-at")
     s.add_argument("--metadata", help="a JSON object")
+    s.add_argument("--fact-type", help="world, experience or opinion (default: classified)")
 
     s = sub.add_parser("recall", help="search memories")
     s.add_argument("query")
@@ -55,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mode", choices=["auto", "fast", "full"], help="routing (default: recall.mode)")
     s.add_argument("--category")
     s.add_argument("--tag", action="append", dest="tags")
+    s.add_argument(
+        "--topic", action="append", dest="topics", help="only memories with one of these topics; repeatable"
+    )
+    s.add_argument(
+        "--fact-type", action="append", dest="fact_types", help="world, experience or opinion; repeatable"
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--explain", action="store_true", help="show the pipeline trace")
 

@@ -17,7 +17,8 @@ from .models import MemoryOut, RememberResult
 from .settings import Settings
 
 # Fields an export line carries that import recomputes or ignores.
-EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score"}
+# ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
+EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics"}
 
 
 async def with_engine(settings: Settings, handler, args) -> int:
@@ -54,6 +55,7 @@ async def cmd_remember(engine: Engine, args) -> int:
             "occurred_at": args.occurred_at,
             "expires_at": args.expires_at,
             "metadata": metadata,
+            "fact_type": args.fact_type,
             "source": "cli",
         }
     )
@@ -72,6 +74,8 @@ async def cmd_recall(engine: Engine, args) -> int:
         category=args.category,
         tags=args.tags,
         explain=args.explain,
+        topics=args.topics,
+        fact_types=args.fact_types,
     )
     res = await engine.recall(req)
     if args.json:

@@ -8,7 +8,7 @@ from ..records import Memory
 
 MEMORY_COLUMNS = (
     "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "
-    "updated_at, expires_at, source, position"
+    "updated_at, expires_at, source, position, topics, fact_type"
 )
 
 
@@ -31,4 +31,6 @@ def row_to_memory(r: dict[str, Any]) -> Memory:
         # Only Store.get joins the access statistics (memory_access); elsewhere they are not read.
         access_count=r.get("access_count") or 0,
         last_accessed_at=r.get("last_accessed_at"),
+        topics=tuple(r["topics"]) if r.get("topics") is not None else None,
+        fact_type=r.get("fact_type"),
     )
