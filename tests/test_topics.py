@@ -261,6 +261,11 @@ async def test_auto_topics_live_in_postgres_and_a_duplicate_adds_nothing(databas
         assert other.topics == (name,)  # the other server sees the topic through the database
         with psycopg.connect(database_url) as conn:
             assert conn.execute("SELECT members FROM memlane_topics").fetchall() == [(2,)]
+        await a.remember({"content": "Autoscaling is reviewed weekly.", "category": "ops"})
+        await a.store.delete_projects(["default"])  # the benchmark's clean-up: nothing is left behind
+        with psycopg.connect(database_url) as conn:
+            assert conn.execute("SELECT count(*) FROM memlane_topics").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM category_summaries").fetchone() == (0,)
     finally:
         await a.close()
         await b.close()

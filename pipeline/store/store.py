@@ -608,8 +608,11 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries):
 
     async def delete_projects(self, projects: list[str]) -> int:
         """Delete every memory of these projects (their statistics go with them); returns the count."""
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
             cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+            # Their automatic topics and category summaries go too (migration 0007).
+            await conn.execute("DELETE FROM memlane_topics WHERE project = ANY(%s)", (projects,))
+            await conn.execute("DELETE FROM category_summaries WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 
     async def touch(self, ids: list[UUID]) -> None:
