@@ -39,6 +39,11 @@ async def store_inputs(store, embedder, inputs: list[MemoryInput]) -> list[Remem
     ]
     results = await store.insert(rows, model_id=embedder.model_id)
     return [
-        Remembered(id=mid, status="created" if created else "duplicate", project=m.project)
+        Remembered(
+            id=mid,
+            status="created" if created else "duplicate",
+            project=m.project,
+            redacted=tuple((r["kind"], r["count"]) for r in m.redacted),
+        )
         for m, (mid, created) in zip(inputs, results, strict=True)
     ]

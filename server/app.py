@@ -14,16 +14,27 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memlane.pipeline import render
+from memlane.pipeline.access import Principal
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
+from memlane.pipeline.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    MemlaneError,
+    NotAllowed,
+    NotFound,
+    StoreError,
+)
+from memlane.pipeline.inputs import MemoryPatch
 
-from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .auth import HttpAuth, principal_of
+from .models import ForgetResult, MemoryOut, RecallResult, Redaction, RememberResult, UpdateResult
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -102,6 +113,8 @@ class State:
 def _tool_error(e: MemlaneError) -> ToolError:
     if isinstance(e, InvalidInput):
         return ToolError(f"invalid input: {e}")
+    if isinstance(e, NotAllowed):
+        return ToolError(f"not allowed: {e}")
     if isinstance(e, NotFound):
         return ToolError(f"{e}; recall returns the ids of existing memories")
     if isinstance(e, DatabaseUnavailable):
@@ -111,7 +124,11 @@ def _tool_error(e: MemlaneError) -> ToolError:
     return ToolError(str(e))
 
 
-def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[MCPServer, State]:
+def build_server(
+    settings: Settings, *, engine: Engine | None = None, auth: HttpAuth | None = None
+) -> tuple[MCPServer, State]:
+    """``auth``: the HTTP transports' access control (``serve`` builds it); without it every call
+    is the local user's (stdio, in-process clients)."""
     state = State(settings, engine)
 
     @asynccontextmanager
@@ -127,7 +144,18 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         version=VERSION,
         lifespan=lifespan,
         log_level=settings.server.log_level,
+        **({"auth": auth.settings, "token_verifier": auth.verifier} if auth is not None else {}),
     )
+
+    def caller() -> Principal | None:
+        """Who is calling: None (the local user, every project) over stdio; over HTTP the principal
+        of the request's bearer token (the SDK's auth context), refusing a call that has none."""
+        if auth is None:
+            return None
+        token = get_access_token()
+        if token is None:  # cannot happen behind the SDK's bearer middleware; fail closed if it does
+            raise ToolError("not allowed: this call carries no valid bearer token")
+        return principal_of(token)
 
     @asynccontextmanager
     async def engine_for_call():
@@ -177,6 +205,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ] = None,
     ) -> RememberResult:
         """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
+        who = caller()
         async with engine_for_call() as eng:
             out = await eng.remember(
                 {
@@ -190,7 +219,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "expires_at": expires_at,
                     "metadata": metadata,
                     "source": "mcp",
-                }
+                },
+                principal=who,
             )
         return RememberResult.of(out)
 
@@ -232,6 +262,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
+        who = caller()
         async with engine_for_call() as eng:
             req = eng.recall_request(
                 query,
@@ -246,7 +277,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 explain=explain,
             )
             sampler = sampler_for(ctx, eng.llm)
-            res = await eng.recall(req, sampling=sampler, touch=sampler is None)
+            res = await eng.recall(req, sampling=sampler, touch=sampler is None, principal=who)
             RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
             if sampler is not None:
                 if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
@@ -275,8 +306,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ],
     ) -> ForgetResult:
         """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
+        who = caller()
         async with engine_for_call() as eng:
-            m = await eng.forget(id)
+            m = await eng.forget(id, principal=who)
         return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
 
     @server.tool(
@@ -301,11 +333,12 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         metadata: Annotated[
             dict[str, Any] | None, Field(description="New metadata (replaces the old object).")
         ] = None,
-    ) -> MemoryOut:
+    ) -> UpdateResult:
         """Correct or refine a memory in place. Only the fields you pass change."""
+        who = caller()
         async with engine_for_call() as eng:
-            m = await eng.update(
-                id,
+            patch = MemoryPatch.parse(
+                eng.config,
                 {
                     "content": content,
                     "category": category,
@@ -317,7 +350,10 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "metadata": metadata,
                 },
             )
-        return MemoryOut.of(m)
+            m = await eng.update(id, patch, principal=who)
+        return UpdateResult(
+            **MemoryOut.of(m).model_dump(), redacted=[Redaction(**r) for r in patch.redacted] or None
+        )
 
     @server.resource(
         "memlane://stats",
@@ -327,8 +363,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
     )
     async def stats() -> str:
         try:
+            who = caller()
             eng = await state.ready()
-            data = await eng.stats()
+            data = await eng.stats(principal=who)
         except (ToolError, MemlaneError) as e:
             raise ResourceError(str(e)) from None
         data["server_version"] = VERSION
