@@ -37,6 +37,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         ),
         0,
     ),
+    ("memlane_token", re.compile(r"(?<![\w-])mlt_[A-Za-z0-9_-]{43}(?![\w-])"), 0),
     ("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
     ("stripe_key", re.compile(r"(?<![\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), 0),
