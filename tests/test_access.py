@@ -14,7 +14,14 @@ import pytest
 
 from memlane.pipeline.access import LOCAL, Principal, allowed, check, readable_projects
 from memlane.pipeline.errors import ConfigError, InvalidInput, NotAllowed, NotFound
-from memlane.server.auth import RateLimiter, TokenVerifier, principal_of, refusal, transport_security
+from memlane.server.auth import (
+    RateLimiter,
+    TokenVerifier,
+    principal_of,
+    refusal,
+    token_store,
+    transport_security,
+)
 from memlane.server.settings import Settings
 from memlane.server.tokens import PREFIX, TokenStore, digest, env_records
 
@@ -153,6 +160,15 @@ def test_host_and_origin_lists_cover_loopback_bind_address_public_url_and_extras
         assert h in sec.allowed_hosts
     assert "https://mem.example.com" in sec.allowed_origins and "http://localhost:*" in sec.allowed_origins
     assert not any("0.0.0.0" in h for h in transport_security(Settings(), "0.0.0.0").allowed_hosts)
+
+
+def test_tokens_file_defaults_to_the_data_directory_and_can_be_moved(tmp_path):
+    assert token_store(Settings(data_dir=tmp_path)).path == tmp_path / "tokens.json"
+    elsewhere = tmp_path / "etc" / "memlane-tokens.json"
+    moved = token_store(Settings(data_dir=tmp_path, auth={"tokens_file": elsewhere}))
+    token, _ = moved.create("a", ["x"])
+    assert elsewhere.exists() and not (tmp_path / "tokens.json").exists()
+    assert token_store(Settings(auth={"tokens_file": elsewhere})).verify(token).name == "a"
 
 
 def test_non_loopback_without_tokens_is_refused_with_how_to_make_one(tmp_path):

@@ -346,6 +346,17 @@ def test_serving_beyond_the_loopback_without_a_token_is_refused():
         assert "memlane token create --projects" in r.stderr
     assert not (data_dir / "pg").exists()  # refused before anything started
 
+    # Tokens from the environment: a malformed value is a clear error that never echoes it.
+    r = subprocess.run(
+        [MEMLANE, "serve", "--transport", "http", "--port", str(free_port())],
+        env=server_env(data_dir, MEMLANE_AUTH__TOKENS='[{"name": "ci", "token": "sk-short-and-secret"}]'),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
+    assert r.returncode == 1 and "MEMLANE_AUTH__TOKENS is not valid" in r.stderr
+    assert "sk-short-and-secret" not in r.stderr
+
 
 def test_token_create_list_revoke():
     data_dir = Path(tempfile.mkdtemp(prefix="memlane-auth-cli-"))
