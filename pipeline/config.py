@@ -246,6 +246,13 @@ class RememberConfig(Section):
     )
     max_tags: int = Field(default=32, ge=0)
     max_metadata_bytes: int = Field(default=65536, ge=2)
+    secrets: Literal["redact", "refuse", "allow"] = Field(
+        default="redact",
+        description="Likely secrets (API keys, private keys, passwords in URLs, JWTs, random values next to "
+        "'key', 'token', 'password'...) in content and metadata: redact = replace each with "
+        "[REDACTED:kind] before anything is embedded or stored; refuse = reject the memory, naming the "
+        "kind; allow = store as given.",
+    )
 
 
 class CustomTopic(Section):

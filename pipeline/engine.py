@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import access
 from . import recall as recall_pipeline
 from . import remember as remember_path
 from . import validate as v
+from .access import Principal
 from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
 from .errors import InvalidInput, StoreError
@@ -131,14 +133,27 @@ class Engine:
 
     # -- tools ----------------------------------------------------------------------------------
 
-    async def remember(self, item: MemoryInput | dict[str, Any]) -> Remembered:
-        [out] = await self.remember_many([item])
+    async def remember(
+        self, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
+    ) -> Remembered:
+        [out] = await self.remember_many([item], principal=principal)
         return out
 
-    async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
-        """Validate every item, then embed and store them in one transaction."""
+    async def remember_many(
+        self, items: list[MemoryInput | dict[str, Any]], *, principal: Principal | None = None
+    ) -> list[Remembered]:
+        """Validate every item, then embed and store them in one transaction. ``principal``: the
+        caller (None: the local user), who must be allowed every item's project."""
         inputs = remember_path.parse(self.config, items)
+        for m in inputs:
+            access.check(principal, m.project)
         return await remember_path.store_inputs(self.store, self.embedder, inputs, self.topics)
+
+    async def _scope(self, principal: Principal | None) -> list[str] | None:
+        """The projects ``principal`` may see, for queries by id; None when it may see them all."""
+        if principal is None or principal.everything:
+            return None
+        return access.readable_projects(principal, [p.project for p in await self.store.project_summaries()])
 
     def recall_request(
         self,
@@ -200,10 +215,13 @@ class Engine:
         arms: tuple[str, ...] | None = None,
         touch: bool = True,
         sampling: LLM | None = None,
+        principal: Principal | None = None,
     ) -> RecallResult:
         """Run the nine stages. ``arms`` picks retrieval arms (the benchmark's ablation); ``touch``
         counts an access for each memory returned; ``sampling`` is the calling MCP session's model,
-        for the stages configured with ``provider = "sampling"``."""
+        for the stages configured with ``provider = "sampling"``; ``principal``: the caller (None:
+        the local user), who must be allowed the request's project."""
+        access.check(principal, req.project)
         ctx = RecallContext(
             config=self.config,
             store=self.store,
@@ -226,16 +244,20 @@ class Engine:
         except StoreError as e:
             log.warning("could not count the accesses of a recall: %s", e)
 
-    async def get(self, memory_id: Any) -> Memory:
-        return await self.store.get(await self.store.resolve_id(memory_id))
+    # By id: a memory in a project the principal may not use is, to it, a missing id (same error).
 
-    async def forget(self, memory_id: Any) -> Memory:
-        return await self.store.delete(await self.store.resolve_id(memory_id))
+    async def get(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+        return await self.store.get(await self.store.resolve_id(memory_id, await self._scope(principal)))
 
-    async def update(self, memory_id: Any, changes: MemoryPatch | dict[str, Any]) -> Memory:
+    async def forget(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+        return await self.store.delete(await self.store.resolve_id(memory_id, await self._scope(principal)))
+
+    async def update(
+        self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
+    ) -> Memory:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
         fields = MemoryPatch.parse(self.config, changes).changes()
-        mid = await self.store.resolve_id(memory_id)
+        mid = await self.store.resolve_id(memory_id, await self._scope(principal))
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
             if self.topics.enabled:  # new words: topics and fact type again (among existing topics)
@@ -264,11 +286,15 @@ class Engine:
                 progress(len(batch))
         return done
 
-    async def stats(self) -> dict[str, Any]:
-        s = await self.store.stats()
+    async def stats(self, *, principal: Principal | None = None) -> dict[str, Any]:
+        """Counts over the projects ``principal`` may see (all of them for the local user)."""
+        scope = await self._scope(principal)
+        s = await self.store.stats(scope)
         s["configured_model"] = self.embedder.model_id
         s["database"] = self.dsn_kind
         s["llm"] = self.llm.stats() if self.llm is not None else {"provider": "none"}
+        if scope is not None:  # LLM usage and cache size count every caller's recalls
+            s["llm"] = {k: val for k, val in s["llm"].items() if k not in ("usage", "cache_entries")}
         return s
 
     # -- browsing (the memory browser in server/ui) ------------------------------------------------

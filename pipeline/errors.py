@@ -39,3 +39,8 @@ class ConnectionLost(DatabaseUnavailable):
 
 class ModelMismatch(StoreError):
     """The store holds vectors from another embedding model than the configured one."""
+
+
+class NotAllowed(MemlaneError, PermissionError):
+    """The caller's token does not cover that project. The message names only what the caller
+    asked for and what its token covers, never anything about other projects."""

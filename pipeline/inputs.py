@@ -4,15 +4,28 @@ memory's fields; limits come from the configuration through ``parse``.
 
 Errors are ``InvalidInput`` with the message of the check that failed (``validate.py``), so every
 entry point tells the caller the same thing in the same words.
+
+Likely secrets in the content and the metadata are redacted (or refused) here, per ``[remember]
+secrets`` (``secrets.py``), before anything is embedded or stored; ``redacted`` says what was done.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from . import secrets
 from . import validate as v
 from .config import EngineConfig
 from .errors import InvalidInput
@@ -24,12 +37,25 @@ def _limits(info: ValidationInfo) -> EngineConfig:
     return cfg if cfg is not None else EngineConfig()
 
 
+def _secrets(value: Any, field: str, info: ValidationInfo) -> Any:
+    """``[remember] secrets`` on a validated field; the counts go to the parse call's context."""
+    ctx = info.context if info.context is not None else {}
+    counts = ctx.setdefault("redacted", Counter())
+    return secrets.apply_deep(value, _limits(info).remember.secrets, field, counts)
+
+
 class _Fields(BaseModel):
     """The checks shared by both models; each runs before pydantic's own type check, so the
     message is memlane's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     _noun: ClassVar[str] = "field"
+    _redacted: tuple[tuple[str, int], ...] = PrivateAttr(default=())
+
+    @property
+    def redacted(self) -> list[dict[str, Any]]:
+        """Secrets replaced by placeholders: ``[{"kind": "openai_key", "count": 1}]``."""
+        return [{"kind": k, "count": n} for k, n in self._redacted]
 
     @field_validator("category", mode="before", check_fields=False)
     @classmethod
@@ -44,7 +70,8 @@ class _Fields(BaseModel):
     @field_validator("metadata", mode="before", check_fields=False)
     @classmethod
     def _metadata(cls, value: Any, info: ValidationInfo):
-        return v.metadata_object(value, _limits(info).remember.max_metadata_bytes)
+        checked = v.metadata_object(value, _limits(info).remember.max_metadata_bytes)
+        return _secrets(checked, "metadata", info) if checked is not None else None
 
     @field_validator("priority", mode="before", check_fields=False)
     @classmethod
@@ -83,10 +110,13 @@ class _Fields(BaseModel):
             raise InvalidInput(
                 f"unknown {cls._noun}(s) {', '.join(unknown)}; accepted: {', '.join(cls.model_fields)}"
             )
+        context: dict[str, Any] = {"config": config, "redacted": Counter()}
         try:
-            return cls.model_validate(data, context={"config": config})
+            parsed = cls.model_validate(data, context=context)
         except ValidationError as e:
             raise _invalid(e) from None
+        parsed._redacted = tuple(sorted(context["redacted"].items()))
+        return parsed
 
 
 def _invalid(e: ValidationError) -> InvalidInput:
@@ -118,7 +148,7 @@ class MemoryInput(_Fields):
     @field_validator("content", mode="before")
     @classmethod
     def _content(cls, value: Any, info: ValidationInfo) -> str:
-        return v.content_text(value, _limits(info).remember.max_content_chars)
+        return _secrets(v.content_text(value, _limits(info).remember.max_content_chars), "content", info)
 
     @field_validator("project", mode="before")
     @classmethod
@@ -163,7 +193,7 @@ class MemoryPatch(_Fields):
     def _content(cls, value: Any, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        return v.content_text(value, _limits(info).remember.max_content_chars)
+        return _secrets(v.content_text(value, _limits(info).remember.max_content_chars), "content", info)
 
     @classmethod
     def parse(cls, config: EngineConfig, data: dict[str, Any]) -> MemoryPatch:

@@ -37,6 +37,7 @@ class Remembered:
     id: UUID
     status: str  # "created", or "duplicate" when this exact memory was already stored
     project: str
+    redacted: tuple[tuple[str, int], ...] = ()  # (kind, count) of secrets replaced before storing
 
 
 @dataclass(slots=True)

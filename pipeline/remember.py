@@ -63,6 +63,11 @@ async def store_inputs(store, embedder, inputs: list[MemoryInput], topics=None) 
             topics.forget_cache({m.project for m in inputs})
         raise
     return [
-        Remembered(id=mid, status="created" if created else "duplicate", project=m.project)
+        Remembered(
+            id=mid,
+            status="created" if created else "duplicate",
+            project=m.project,
+            redacted=tuple((r["kind"], r["count"]) for r in m.redacted),
+        )
         for m, (mid, created) in zip(inputs, results, strict=True)
     ]

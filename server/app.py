@@ -15,16 +15,27 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memlane.pipeline import render
+from memlane.pipeline.access import Principal
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
+from memlane.pipeline.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    MemlaneError,
+    NotAllowed,
+    NotFound,
+    StoreError,
+)
+from memlane.pipeline.inputs import MemoryPatch
 
-from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .auth import HttpAuth, principal_of
+from .models import ForgetResult, MemoryOut, RecallResult, Redaction, RememberResult, UpdateResult
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -103,6 +114,8 @@ class State:
 def _tool_error(e: MemlaneError) -> ToolError:
     if isinstance(e, InvalidInput):
         return ToolError(f"invalid input: {e}")
+    if isinstance(e, NotAllowed):
+        return ToolError(f"not allowed: {e}")
     if isinstance(e, NotFound):
         return ToolError(f"{e}; recall returns the ids of existing memories")
     if isinstance(e, DatabaseUnavailable):
@@ -112,7 +125,11 @@ def _tool_error(e: MemlaneError) -> ToolError:
     return ToolError(str(e))
 
 
-def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[MCPServer, State]:
+def build_server(
+    settings: Settings, *, engine: Engine | None = None, auth: HttpAuth | None = None
+) -> tuple[MCPServer, State]:
+    """``auth``: the HTTP transports' access control (``serve`` builds it); without it every call
+    is the local user's (stdio, in-process clients)."""
     state = State(settings, engine)
 
     @asynccontextmanager
@@ -128,7 +145,18 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         version=VERSION,
         lifespan=lifespan,
         log_level=settings.server.log_level,
+        **({"auth": auth.settings, "token_verifier": auth.verifier} if auth is not None else {}),
     )
+
+    def caller() -> Principal | None:
+        """Who is calling: None (the local user, every project) over stdio; over HTTP the principal
+        of the request's bearer token (the SDK's auth context), refusing a call that has none."""
+        if auth is None:
+            return None
+        token = get_access_token()
+        if token is None:  # cannot happen behind the SDK's bearer middleware; fail closed if it does
+            raise ToolError("not allowed: this call carries no valid bearer token")
+        return principal_of(token)
 
     @asynccontextmanager
     async def engine_for_call():
@@ -185,6 +213,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ] = None,
     ) -> RememberResult:
         """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
+        who = caller()
         async with engine_for_call() as eng:
             out = await eng.remember(
                 {
@@ -199,7 +228,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "metadata": metadata,
                     "fact_type": fact_type,
                     "source": "mcp",
-                }
+                },
+                principal=who,
             )
         return RememberResult.of(out)
 
@@ -248,6 +278,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
+        who = caller()
         async with engine_for_call() as eng:
             req = eng.recall_request(
                 query,
@@ -264,7 +295,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 fact_types=fact_types,
             )
             sampler = sampler_for(ctx, eng.llm)
-            res = await eng.recall(req, sampling=sampler, touch=sampler is None)
+            res = await eng.recall(req, sampling=sampler, touch=sampler is None, principal=who)
             RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
             if sampler is not None:
                 if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
@@ -293,8 +324,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ],
     ) -> ForgetResult:
         """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
+        who = caller()
         async with engine_for_call() as eng:
-            m = await eng.forget(id)
+            m = await eng.forget(id, principal=who)
         return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
 
     @server.tool(
@@ -322,11 +354,12 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         fact_type: Annotated[
             Literal["world", "experience", "opinion"] | None, Field(description="New fact type.")
         ] = None,
-    ) -> MemoryOut:
+    ) -> UpdateResult:
         """Correct or refine a memory in place. Only the fields you pass change."""
+        who = caller()
         async with engine_for_call() as eng:
-            m = await eng.update(
-                id,
+            patch = MemoryPatch.parse(
+                eng.config,
                 {
                     "content": content,
                     "category": category,
@@ -339,7 +372,10 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "fact_type": fact_type,
                 },
             )
-        return MemoryOut.of(m)
+            m = await eng.update(id, patch, principal=who)
+        return UpdateResult(
+            **MemoryOut.of(m).model_dump(), redacted=[Redaction(**r) for r in patch.redacted] or None
+        )
 
     @server.resource(
         "memlane://stats",
@@ -349,8 +385,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
     )
     async def stats() -> str:
         try:
+            who = caller()
             eng = await state.ready()
-            data = await eng.stats()
+            data = await eng.stats(principal=who)
         except (ToolError, MemlaneError) as e:
             raise ResourceError(str(e)) from None
         data["server_version"] = VERSION

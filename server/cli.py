@@ -1,5 +1,5 @@
 """The ``memlane`` command: serve, remember, recall, import, export, doctor, maintain, reembed, prompts,
-bench."""
+token, bench."""
 
 from __future__ import annotations
 
@@ -90,6 +90,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
     s.add_argument("--list", action="store_true", help="list the tasks and exit")
 
+    s = sub.add_parser("token", help="bearer tokens for the HTTP transports (only their hashes are stored)")
+    tsub = s.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    t = tsub.add_parser("create", help="make a token; prints it once, alone on the last line of stdout")
+    t.add_argument(
+        "--projects",
+        action="append",
+        required=True,
+        help="project names or glob patterns it may read and write ('acme*', '*' for all); "
+        "comma-separated or repeated",
+    )
+    t.add_argument("--name", help="its principal's name (default: token-<hash prefix>)")
+    tsub.add_parser("list", help="name, projects, created and hash prefix of every token (never the token)")
+    t = tsub.add_parser("revoke", help="delete a token: its name or a prefix of its hash (6+ hex digits)")
+    t.add_argument("which", metavar="NAME-or-PREFIX")
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 
@@ -128,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             from .commands import cmd_prompts
 
             return cmd_prompts(args)
+        if args.command == "token":
+            from .commands import cmd_token
+
+            return cmd_token(args, settings)
         if args.command == "bench":
             from . import bench_cli
 

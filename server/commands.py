@@ -145,6 +145,10 @@ async def cmd_import(engine: Engine, args) -> int:
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         raise InvalidInput(f"{args.file}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
     created = duplicate = 0
+    redacted: dict[str, int] = {}
+    for m in inputs:
+        for r in m.redacted:
+            redacted[r["kind"]] = redacted.get(r["kind"], 0) + r["count"]
     with _progress(len(inputs), "importing") as bar:
         for i in range(0, len(inputs), args.batch_size):
             batch = inputs[i : i + args.batch_size]
@@ -153,7 +157,10 @@ async def cmd_import(engine: Engine, args) -> int:
             created += c
             duplicate += len(results) - c
             bar.update(len(batch))
-    print(json.dumps({"read": len(inputs), "created": created, "duplicate": duplicate}))
+    out: dict[str, Any] = {"read": len(inputs), "created": created, "duplicate": duplicate}
+    if redacted:  # secrets replaced by placeholders ([remember] secrets)
+        out["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
+    print(json.dumps(out))
     return 0
 
 
@@ -310,4 +317,33 @@ def cmd_prompts(args) -> int:
     p = prompts.get(name, number)
     print(f"# {p.id}\n# purpose: {p.purpose}\n# variables: {', '.join(p.variables)}\n# output: {p.output}\n")
     print(f"## system\n{p.system}\n\n## user\n{p.user}")
+    return 0
+
+
+def cmd_token(args, settings: Settings) -> int:
+    """``memlane token create|list|revoke``: the tokens file only, no database. ``create`` prints
+    the token alone on the last line of stdout (and nowhere else, ever); the rest goes to stderr."""
+    from .auth import token_store
+
+    store = token_store(settings)
+    if args.token_command == "create":
+        token, record = store.create(args.name, args.projects)
+        print(
+            f"created token {record.name!r} for projects {', '.join(record.projects)}; only its hash "
+            f"(sha256 {record.sha256[:12]}...) is stored, in {store.path}. It is shown once, below; send it "
+            "as 'Authorization: Bearer <token>'. Running servers accept it from their next request.",
+            file=sys.stderr,
+        )
+        print(token)
+        return 0
+    if args.token_command == "list":
+        for r in store.records():
+            print(json.dumps(r.listing()))
+        if not store.records():
+            print(
+                f"no tokens ({store.path}): HTTP serving stays on the loopback without one", file=sys.stderr
+            )
+        return 0
+    record = store.revoke(args.which)
+    print(json.dumps({"revoked": record.name, "sha256_prefix": record.sha256[:12]}))
     return 0

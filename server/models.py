@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.json_schema import SkipJsonSchema
 
 from memlane.pipeline.records import Memory, Remembered
@@ -50,14 +50,38 @@ class MemoryOut(BaseModel):
         )
 
 
+class Redaction(BaseModel):
+    kind: str = Field(
+        description="What was found: openai_key, aws_access_key, private_key, jwt, url_password..."
+    )
+    count: int
+
+
+def _drop_absent_redactions(self, handler):
+    data = handler(self)
+    if data.get("redacted") is None:
+        data.pop("redacted", None)
+    return data
+
+
 class RememberResult(BaseModel):
+    model_config = ConfigDict(json_schema_extra=lambda s: _no_null_defaults(s))
+
     id: str
     status: str = Field(description="'created', or 'duplicate' when this exact memory was already stored.")
     project: str
+    redacted: list[Redaction] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present when likely secrets were replaced by [REDACTED:kind] before storing "
+        "([remember] secrets).",
+    )
+
+    _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)
 
     @classmethod
     def of(cls, r: Remembered) -> RememberResult:
-        return cls(id=str(r.id), status=r.status, project=r.project)
+        redacted = [Redaction(kind=k, count=n) for k, n in r.redacted] or None
+        return cls(id=str(r.id), status=r.status, project=r.project, redacted=redacted)
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
@@ -121,3 +145,15 @@ class ForgetResult(BaseModel):
     id: str
     status: str
     content: str
+
+
+class UpdateResult(MemoryOut):
+    """The memory as updated, and the secrets its new content or metadata had redacted."""
+
+    model_config = ConfigDict(json_schema_extra=lambda s: _no_null_defaults(s))
+
+    redacted: list[Redaction] | SkipJsonSchema[None] = Field(
+        default=None, description="Present when likely secrets were replaced by [REDACTED:kind]."
+    )
+
+    _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)

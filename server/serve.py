@@ -1,4 +1,9 @@
-"""``memlane serve``: stdio, streamable HTTP (``/mcp``) or SSE (``/sse``)."""
+"""``memlane serve``: stdio, streamable HTTP (``/mcp``) or SSE (``/sse``).
+
+Over HTTP and SSE: bearer tokens (server/auth.py), Host/Origin checks on every bind address, a
+request body limit and a per-token rate limit. Serving on an address other than the loopback with
+no token configured is refused.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,21 @@ def serve(
             return 2
     if settings.ui.enabled and transport != "http":
         log.warning("[ui] enabled: the memory browser is served with --transport http only (or: memlane ui)")
-    server, state = build_server(settings)
+    auth = None
+    if transport != "stdio":
+        from .auth import http_auth, refusal, token_store
+
+        store = token_store(settings)
+        if why := refusal(settings, host, store):
+            log.error("memlane serve: %s", why)
+            return 2
+        path = "/mcp" if transport == "http" else "/sse"
+        auth = http_auth(settings, host=host, port=port, path=path, store=store)
+        if store.configured():
+            log.info("bearer tokens required (%s)", store.path)
+        else:
+            log.info("no token configured: loopback requests need none until `memlane token create`")
+    server, state = build_server(settings, auth=auth)
 
     async def run() -> None:
         # Start the database and the model now, not when the first client connects (the SSE app
@@ -38,16 +57,23 @@ def serve(
             else:
                 import uvicorn
 
+                from .auth import RequireAllProjects, transport_security
+
+                security = transport_security(settings, host)
+                limit = settings.server.max_request_body_bytes
                 app = (
-                    server.streamable_http_app(host=host)
+                    server.streamable_http_app(
+                        host=host, transport_security=security, max_request_body_size=limit
+                    )
                     if transport == "http"
-                    else server.sse_app(host=host)
+                    else server.sse_app(host=host, transport_security=security, max_request_body_size=limit)
                 )
+                auth.install(app)
                 path = "/mcp" if transport == "http" else "/sse"
                 if settings.ui.enabled and transport == "http":
                     from .ui.mount import mount_ui
 
-                    mount_ui(app, state)
+                    mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
                     log.info("memlane memory browser on http://%s:%d/ui/", host, port)
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
                 # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memlane.pipeline.config import EngineConfig, secret_fields
@@ -30,6 +30,22 @@ class ServerConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_request_body_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="HTTP/SSE: a request body larger than this is refused with 413.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="HTTP/SSE: Host header values accepted besides the loopback names, the bind address and "
+        "auth.public_url's host ('name' or 'name:port'; 'name:*' for any port). Others get 421 (DNS "
+        "rebinding protection).",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="HTTP/SSE: Origin header values accepted besides those of the allowed hosts "
+        "(e.g. 'https://app.example.com'). Others get 403.",
+    )
 
 
 class UIConfig(BaseModel):
@@ -39,6 +55,39 @@ class UIConfig(BaseModel):
 
     enabled: bool = False
     port: int = Field(default=8766, ge=1, le=65535)
+
+
+class AuthConfig(BaseModel):
+    """Bearer tokens for the HTTP transports (``memlane token create``; see server/tokens.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens_file: Path | None = Field(
+        default=None,
+        description="Where `memlane token create` stores token hashes and `memlane serve` reads them; "
+        "default: tokens.json in the data directory.",
+    )
+    tokens: SecretStr | None = Field(
+        default=None,
+        description="Secret, from MEMLANE_AUTH__TOKENS only: a JSON list of "
+        '{"name", "projects", "token"} (or "sha256" instead of "token").',
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The URL clients reach this server at (https://memlane.example.com); names the "
+        "protected resource in 401 answers and is an allowed Host. Default: http://HOST:PORT.",
+    )
+    issuer_url: str | None = Field(
+        default=None,
+        description="An OAuth 2.1 authorization server that issues tokens for this server, advertised in the "
+        "protected resource metadata. Default: public_url (memlane's own tokens need none).",
+    )
+    rate_limit_per_minute: float = Field(
+        default=600.0, ge=0, description="HTTP requests per minute per token (0: no limit); 429 beyond."
+    )
+    rate_limit_burst: int = Field(
+        default=60, ge=1, description="Requests a token may make at once before the per-minute rate applies."
+    )
 
 
 class Settings(BaseSettings, EngineConfig):
@@ -52,6 +101,7 @@ class Settings(BaseSettings, EngineConfig):
 
     server: ServerConfig = ServerConfig()
     ui: UIConfig = UIConfig()
+    auth: AuthConfig = AuthConfig()
 
     # The parsed TOML file, set by load() around construction; a ClassVar, not a pydantic field.
     _toml: ClassVar[dict[str, Any]] = {}
@@ -71,7 +121,7 @@ class Settings(BaseSettings, EngineConfig):
         """The engine's part of these settings: the same validated sections (secrets included),
         without a dump and a second validation."""
         return EngineConfig.model_construct(
-            _fields_set=self.model_fields_set - {"server", "ui"},
+            _fields_set=self.model_fields_set - {"server", "ui", "auth"},
             **{name: getattr(self, name) for name in EngineConfig.model_fields},
         )
 

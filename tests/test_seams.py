@@ -200,7 +200,12 @@ def test_memory_patch_keeps_only_what_was_given_and_refuses_project_changes():
 
 
 def test_secrets_are_found_by_type_and_masked_in_reports():
-    assert set(secret_fields(Settings)) == {("database", "url"), ("embedding", "api_key"), ("llm", "api_key")}
+    assert set(secret_fields(Settings)) == {
+        ("database", "url"),
+        ("embedding", "api_key"),
+        ("llm", "api_key"),
+        ("auth", "tokens"),
+    }
     cfg = EngineConfig(database=DatabaseConfig(url=SecretStr("postgresql://u:hunter2@h/db")))
     dumped = masked_dump(cfg)
     assert dumped["database"]["url"] == "set" and dumped["embedding"]["api_key"] is None

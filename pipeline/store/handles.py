@@ -53,17 +53,29 @@ class HandleQueries:
             out[mid] = handle_of(mid, min(digits, 32))
         return out
 
-    async def resolve_id(self, value: Any) -> UUID:
-        """A full id as it is; a prefix of at least 8 hex digits to the one memory it starts."""
+    async def resolve_id(self, value: Any, projects: list[str] | None = None) -> UUID:
+        """A full id as it is; a prefix of at least 8 hex digits to the one memory it starts.
+        ``projects``: only memories of these projects exist for this caller (an access token's
+        readable projects); a memory elsewhere gets exactly the error a missing id gets."""
         parsed = parse_id_prefix(value)
+        scope, scope_params = ("", ()) if projects is None else (" AND project = ANY(%s)", (list(projects),))
         if isinstance(parsed, UUID):
+            if projects is None:
+                return parsed
+            async with self._connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT id FROM memories WHERE id = %s{scope}", (parsed, *scope_params)
+                )
+                if await cur.fetchone() is None:
+                    raise NotFound(f"no memory has id {parsed}")  # the words of get/update/delete
             return parsed
         lo = UUID(parsed.ljust(32, "0"))
         hi = UUID(parsed.ljust(32, "f"))
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT id, project, content FROM memories WHERE id >= %s AND id <= %s ORDER BY id LIMIT %s",
-                (lo, hi, MAX_LISTED + 1),
+                f"SELECT id, project, content FROM memories WHERE id >= %s AND id <= %s{scope}"
+                " ORDER BY id LIMIT %s",
+                (lo, hi, *scope_params, MAX_LISTED + 1),
             )
             rows = await cur.fetchall()
         if not rows:

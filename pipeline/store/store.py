@@ -736,15 +736,20 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries):
             postgres, pgvector = await cur.fetchone()
         return {"postgres": postgres, "pgvector": pgvector}
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self, projects: list[str] | None = None) -> dict[str, Any]:
+        """Counts over the whole store, or over ``projects`` only (an access token's)."""
+        scope, params = ("", ()) if projects is None else ("WHERE project = ANY(%s)", (list(projects),))
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT project, count(*) FROM memories GROUP BY project ORDER BY project"
+                f"SELECT project, count(*) FROM memories {scope} GROUP BY project ORDER BY project", params
             )
             per_project = {p: n for p, n in await cur.fetchall()}
             cur = await conn.execute("SELECT key, value FROM memlane_settings")
             settings = dict(await cur.fetchall())
-            cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NULL")
+            cur = await conn.execute(
+                f"SELECT count(*) FROM memories {scope} {'AND' if scope else 'WHERE'} embedding IS NULL",
+                params,
+            )
             (missing,) = await cur.fetchone()
         return {
             "memories": sum(per_project.values()),

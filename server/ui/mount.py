@@ -13,7 +13,9 @@ from starlette.routing import Mount, Route
 from .app import create_app
 
 
-def mount_ui(app: Starlette, state) -> None:
-    """Add ``/ui`` (the browser) to the MCP HTTP app; ``state.ready()`` waits for the start-up."""
+def mount_ui(app: Starlette, state, guard=None) -> None:
+    """Add ``/ui`` (the browser) to the MCP HTTP app; ``state.ready()`` waits for the start-up.
+    ``guard`` wraps the browser's app (``serve`` lets only an all-projects caller through)."""
+    ui = create_app(state.ready)
     app.router.routes.append(Route("/ui", lambda request: RedirectResponse("/ui/", status_code=308)))
-    app.router.routes.append(Mount("/ui", app=create_app(state.ready)))
+    app.router.routes.append(Mount("/ui", app=guard(ui) if guard is not None else ui))
