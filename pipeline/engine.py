@@ -17,10 +17,10 @@ from . import remember as remember_path
 from . import validate as v
 from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
-from .errors import InvalidInput, StoreError
+from .errors import EmbeddingFailed, InvalidInput, StoreError
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
-from .providers.embedder import Embedder, make_embedder
+from .providers.embedder import Embedder, embed_texts, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
@@ -133,7 +133,9 @@ class Engine:
     async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
         """Validate every item, then embed and store them in one transaction."""
         inputs = remember_path.parse(self.config, items)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs)
+        return await remember_path.store_inputs(
+            self.store, self.embedder, inputs, timeout_s=self.config.embedding.embed_timeout_s
+        )
 
     def recall_request(
         self,
@@ -228,7 +230,12 @@ class Engine:
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id)
         if "content" in fields:
-            [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
+            try:
+                [fields["embedding"]] = await embed_texts(
+                    self.embedder, [fields["content"]], self.config.embedding.embed_timeout_s
+                )
+            except EmbeddingFailed as e:
+                raise EmbeddingFailed(f"{e}; the memory was not changed") from e
         return await self.store.update(mid, fields, model_id=self.embedder.model_id)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from .config import EngineConfig
+from .errors import EmbeddingFailed
 from .inputs import MemoryInput
+from .providers.embedder import embed_texts
 from .records import Remembered
 from .store import StoredRow
 
@@ -16,9 +17,15 @@ def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[
     return [MemoryInput.parse(cfg, it) for it in items]
 
 
-async def store_inputs(store, embedder, inputs: list[MemoryInput]) -> list[Remembered]:
-    """Embed (off the event loop) and insert in one transaction; one result per input, in order."""
-    vectors = await asyncio.to_thread(embedder.embed_batch, [m.content for m in inputs])
+async def store_inputs(
+    store, embedder, inputs: list[MemoryInput], *, timeout_s: float = 60.0
+) -> list[Remembered]:
+    """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
+    result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed)."""
+    try:
+        vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
+    except EmbeddingFailed as e:
+        raise EmbeddingFailed(f"{e}; nothing was stored") from e
     rows = [
         StoredRow(
             project=m.project,
