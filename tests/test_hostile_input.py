@@ -48,9 +48,9 @@ HYPOTHESIS = settings(
     ],
     derandomize=True,  # the same cases on every run: a failure here is a bug to fix, not a flake
 )
-IN_PROCESS = 40  # examples per tool
-OVER_MCP = 30
-OVER_HTTP = 12
+IN_PROCESS = 30  # examples per tool
+OVER_MCP = 20
+OVER_HTTP = 10
 
 # What a message to a client must never contain: internals instead of an explanation.
 INTERNALS = ("Traceback", 'File "', "failed unexpectedly", "psycopg", "RecursionError", "OverflowError")
@@ -360,7 +360,13 @@ def in_process_test(tool: str, strategy):
     return test
 
 
-test_remember_in_process = in_process_test("remember", remember_args)
+# In process, remember also takes what import passes: a source and a position in it.
+engine_remember_args = remember_args.flatmap(
+    lambda base: args_of(source=hostile_text | wrong_type, position=absurd_int).map(
+        lambda extra: {**base, **extra}
+    )
+)
+test_remember_in_process = in_process_test("remember", engine_remember_args)
 test_recall_in_process = in_process_test("recall", recall_args)
 test_update_in_process = in_process_test("update", update_args)
 test_forget_in_process = in_process_test("forget", forget_args)
