@@ -22,9 +22,10 @@ from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
-# embedding.embed_timeout_s in these tests: a real embedding of a few texts takes well under this
-# even on a loaded 2-core machine; a hang is cut off after it.
+# embedding.embed_timeout_s while the model hangs, and while it is healthy.
 HANG_LIMIT = 3.0
+HEALTHY_LIMIT = 120.0
+SLACK = 20.0  # scheduling on a loaded 2-core machine; a hang without the limit lasts 60 s
 FACTS = [
     "The billing service is written in Go",
     "Dana owns the billing service",
@@ -66,9 +67,10 @@ async def faulty(database_url, tmp_path, embedder):
     )
     eng = Engine(cfg.engine(), embedder=emb)
     await eng.open()
-    eng.config.embedding.embed_timeout_s = 120  # the seeding is no test of the limit
+    # The limit is set only while the model misbehaves: on a loaded machine a healthy embedding can
+    # take longer than a limit short enough to test.
+    eng.config.embedding.embed_timeout_s = HEALTHY_LIMIT
     await eng.remember_many([{"content": f, "project": "p"} for f in FACTS + FILLER])
-    eng.config.embedding.embed_timeout_s = HANG_LIMIT
     yield eng, emb, cfg
     emb.release.set()
     await eng.close()
@@ -85,20 +87,21 @@ async def test_a_failing_embedder_stores_nothing_and_recall_answers_from_keyword
     seed_id = (await eng.remember({"content": "Priya reviews every migration", "project": "p"})).id
     before = dump(database_url)
     emb.mode = mode
+    eng.config.embedding.embed_timeout_s = HANG_LIMIT
 
     t0 = time.monotonic()
     with pytest.raises(EmbeddingFailed, match="nothing was stored") as e:
         await eng.remember_many([{"content": "Eve joined the data team", "project": "p"}] * 1)
     took = time.monotonic() - t0
     assert (f"did not answer within {HANG_LIMIT:g} s" if mode == "hang" else "CUDA error") in str(e.value)
-    assert took < HANG_LIMIT + 5, f"remember took {took:.1f} s to fail"
+    assert took < HANG_LIMIT + SLACK, f"remember took {took:.1f} s to fail"
     with pytest.raises(EmbeddingFailed, match="not changed"):
         await eng.update(str(seed_id), {"content": "Priya no longer reviews migrations"})
     assert dump(database_url) == before, "a failed remember or update changed the store"
 
     t0 = time.monotonic()
     found, stages = await recall(eng, "which language is the billing service written in?")
-    assert time.monotonic() - t0 < HANG_LIMIT + 10
+    assert time.monotonic() - t0 < HANG_LIMIT + SLACK
     assert found and found[0] == "The billing service is written in Go"
     assert (
         stages["retrieval"].startswith("degraded: the embedding model")
@@ -107,6 +110,7 @@ async def test_a_failing_embedder_stores_nothing_and_recall_answers_from_keyword
 
     emb.mode = "ok"  # the model recovers: everything works again, nothing was half-written meanwhile
     emb.release.set()
+    eng.config.embedding.embed_timeout_s = HEALTHY_LIMIT
     out = await eng.remember({"content": "Eve joined the data team", "project": "p"})
     assert out.status == "created"
     found, stages = await recall(eng, "who joined the data team?")
