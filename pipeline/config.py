@@ -47,6 +47,14 @@ class EmbeddingConfig(Section):
         default=None, description="openai: from MEMLANE_EMBEDDING__API_KEY or OPENAI_API_KEY."
     )
     timeout_s: float = Field(default=30.0, gt=0, le=600, description="openai: seconds per API request.")
+    embed_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Seconds one embedding call may take once the model is loaded (a batch gets this per "
+        "batch_size texts). Past it, or when the model raises, remember stores nothing and says so, and "
+        "recall answers from the arms that need no embedding (keyword), its trace marked degraded.",
+    )
 
 
 LLMProviderName = Literal["none", "anthropic", "openai", "openai-compatible", "sampling"]

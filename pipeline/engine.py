@@ -19,12 +19,12 @@ from . import validate as v
 from .access import Principal
 from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
-from .errors import InvalidInput, StoreError
+from .errors import EmbeddingFailed, InvalidInput, StoreError
 from .facttypes import classify as classify_fact
 from .facttypes import fact_types_filter
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
-from .providers.embedder import Embedder, make_embedder
+from .providers.embedder import Embedder, embed_texts, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
@@ -147,7 +147,9 @@ class Engine:
         inputs = remember_path.parse(self.config, items)
         for m in inputs:
             access.check(principal, m.project)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs, self.topics)
+        return await remember_path.store_inputs(
+            self.store, self.embedder, inputs, self.topics, timeout_s=self.config.embedding.embed_timeout_s
+        )
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
         """The projects ``principal`` may see, for queries by id; None when it may see them all."""
@@ -259,7 +261,12 @@ class Engine:
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
         if "content" in fields:
-            [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
+            try:
+                [fields["embedding"]] = await embed_texts(
+                    self.embedder, [fields["content"]], self.config.embedding.embed_timeout_s
+                )
+            except EmbeddingFailed as e:
+                raise EmbeddingFailed(f"{e}; the memory was not changed") from e
             if self.topics.enabled:  # new words: topics and fact type again (among existing topics)
                 current = await self.store.get(mid)
                 fields["topics"] = await self.topics.reassign(

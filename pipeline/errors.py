@@ -37,6 +37,11 @@ class ConnectionLost(DatabaseUnavailable):
         self.recovered = recovered
 
 
+class EmbeddingFailed(MemlaneError):
+    """The embedding model raised, or did not answer within ``embedding.embed_timeout_s``. Remember
+    stores nothing; recall answers with the arms that need no embedding."""
+
+
 class ModelMismatch(StoreError):
     """The store holds vectors from another embedding model than the configured one."""
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from . import facttypes
 from .config import EngineConfig
+from .errors import EmbeddingFailed
 from .inputs import MemoryInput
+from .providers.embedder import embed_texts
 from .records import Remembered
 from .store import StoredRow
 
@@ -17,11 +18,17 @@ def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[
     return [MemoryInput.parse(cfg, it) for it in items]
 
 
-async def store_inputs(store, embedder, inputs: list[MemoryInput], topics=None) -> list[Remembered]:
-    """Embed (off the event loop) and insert in one transaction; one result per input, in order.
+async def store_inputs(
+    store, embedder, inputs: list[MemoryInput], topics=None, *, timeout_s: float = 60.0
+) -> list[Remembered]:
+    """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
+    result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
     ``topics`` (pipeline/topics.Topics, when ``[topics] enabled``) assigns topics and fact types:
     the first topic becomes the category when the caller gave none."""
-    vectors = await asyncio.to_thread(embedder.embed_batch, [m.content for m in inputs])
+    try:
+        vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
+    except EmbeddingFailed as e:
+        raise EmbeddingFailed(f"{e}; nothing was stored") from e
     if topics is not None and topics.enabled:
         assigned = await topics.assign_batch(store, [(m.project, m.content) for m in inputs], vectors)
         inputs = [

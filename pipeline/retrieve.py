@@ -10,11 +10,16 @@ arms (graph, temporal) run last, with the store arms' hits as entry points.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 from . import arms as arm_registry
+from .errors import EmbeddingFailed
+from .providers.embedder import embed_texts
 from .records import Memory, Query, stable_key
 from .stage import Step
+
+log = logging.getLogger(__name__)
 
 # Concurrent per-text statements of one recall. Each holds a pool connection; two leave room in the
 # default pool of 8 for other requests, and with up to 4 texts (question, 2-3 variants) and HyDE
@@ -65,7 +70,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     store_arms = tuple(a.name for a in active if a.in_store)
     texts = [query.text, *query.variants]
     wants_embedding = any("embedding" in a.needs for a in active)
-    embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
+    to_embed = texts + ([query.hypothetical] if query.hypothetical else [])
     filters = {
         "project": req.project,
         "k": cfg.candidates_per_arm,
@@ -76,6 +81,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         "fact_types": req.fact_types,
     }
     early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
+    degraded: str | None = None
     preselected: list[dict[str, list]] = [{} for _ in texts]
     vectors: list = []
     if wants_embedding:
@@ -85,7 +91,17 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
             for name in early
         }
         try:
-            vectors = await asyncio.to_thread(ctx.embedder.embed_batch, embed_texts)
+            try:
+                vectors = await embed_texts(ctx.embedder, to_embed, ctx.config.embedding.embed_timeout_s)
+            except EmbeddingFailed as e:
+                if not early:
+                    raise  # no active arm can answer without the embedding
+                # The arms that need no embedding (keyword) still answer: a recall from words alone
+                # beats no recall. The trace says so.
+                degraded, vectors = str(e), []
+                log.warning("recall without its embedding arms: %s", e)
+                active = [a for a in active if "embedding" not in a.needs]
+                store_arms = tuple(a.name for a in active if a.in_store)
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:
@@ -114,4 +130,9 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    return Step(out, detail={"arms": {name: len(hits) for name, hits in out.lists.items()}})
+    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}}
+    if degraded is not None:
+        return Step(
+            out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail
+        )
+    return Step(out, detail=detail)

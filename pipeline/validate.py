@@ -13,6 +13,9 @@ from .errors import InvalidInput
 
 _PROJECT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3
+# Nesting deeper than this is refused: Python's JSON encoder (and so every reader of the memory)
+# runs out of stack near 1000 levels, and no real metadata comes near 100.
+METADATA_MAX_DEPTH = 100
 
 
 def parse_datetime(value: Any, field: str) -> datetime | None:
@@ -41,6 +44,12 @@ def parse_datetime(value: Any, field: str) -> datetime | None:
         raise InvalidInput(f"{field} must be an ISO 8601 string, not {type(value).__name__}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
+    try:  # an offset can push the first or last day of the calendar out of it ("0001-01-01T00:00+14:00")
+        dt.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(
+            f"{field}: {value!r} is out of range; dates must fall within the years 1 to 9999 in UTC"
+        ) from None
     return dt
 
 
@@ -189,6 +198,8 @@ def metadata_object(value: Any, max_bytes: int) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"metadata must be a JSON object, not {type(value).__name__}")
+    if _depth(value) > METADATA_MAX_DEPTH:
+        raise InvalidInput(f"metadata is nested more than {METADATA_MAX_DEPTH} levels deep; flatten it")
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
@@ -199,6 +210,21 @@ def metadata_object(value: Any, max_bytes: int) -> dict[str, Any]:
     if len(encoded.encode()) > max_bytes:
         raise InvalidInput(f"metadata is larger than {max_bytes} bytes (remember.max_metadata_bytes)")
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply objects and arrays nest in ``value``, counted without recursion (so a hostile
+    depth cannot exhaust the stack here)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            deepest = max(deepest, depth)
+            if depth > METADATA_MAX_DEPTH:
+                break
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return deepest
 
 
 def content_hash(content: str, occurred_at: datetime | None) -> str:

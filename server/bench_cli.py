@@ -1,5 +1,5 @@
 """``memlane bench``: LoCoMo retrieval quality, latency/throughput, MCP start-up, LLM-stage overhead,
-or all of them.
+concurrent load over streamable HTTP, or all of them.
 
 Each benchmark prints its Markdown tables on stdout, progress on stderr, and writes the JSON
 report (the stable, documented layout), a Markdown file and a PNG chart when asked. Nothing here
@@ -27,6 +27,16 @@ def _sizes(text: str) -> list[int]:
     if not sizes or sizes[0] < 1:
         raise argparse.ArgumentTypeError("--memories wants positive sizes, e.g. 1000,10000")
     return sizes
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"wants a positive integer; got {text!r}")
+    return n
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
@@ -76,6 +86,17 @@ def add_parser(sub) -> None:
     p.add_argument("--memories", type=int, default=1000, help="store size (default 1000)")
     p.add_argument("--queries", type=int, default=40, help="recalls per path (default 40)")
     p.add_argument("--seed", type=int, default=7)
+    _common(p, plot=False)
+
+    p = bs.add_parser(
+        "load", help="concurrent MCP clients over streamable HTTP: throughput, latency, nothing lost"
+    )
+    p.add_argument("--clients", type=_positive, default=16, help="concurrent MCP sessions (default 16)")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of the concurrent phase (default 30)")
+    p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="server processes on one database")
+    p.add_argument(
+        "--write-share", type=float, default=0.5, help="share of calls that are remembers (default 0.5)"
+    )
     _common(p, plot=False)
 
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
@@ -151,6 +172,26 @@ def _llm(args, settings) -> int:
     return 0
 
 
+def _load(args, settings) -> int:
+    from .bench import loadbench
+
+    if not args.seconds > 0 or not 0.0 <= args.write_share <= 1.0:
+        print("memlane bench load: --seconds must be positive and --write-share within 0..1", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        loadbench.run(
+            settings,
+            clients=args.clients,
+            seconds=args.seconds,
+            servers=args.servers,
+            write_share=args.write_share,
+            config_path=getattr(args, "config", None),
+        )
+    )
+    _write(result, loadbench.markdown(result), args)
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[1]
@@ -195,5 +236,5 @@ def _all(args, settings) -> int:
 
 
 def run(args, settings) -> int:
-    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "llm": _llm, "all": _all}
+    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "llm": _llm, "load": _load, "all": _all}
     return handlers[args.bench](args, settings)

@@ -7,14 +7,16 @@ about 6.5 s on the 2-core reference machine.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ..config import EmbeddingConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, EmbeddingFailed, MemlaneError
 
 log = logging.getLogger(__name__)
 
@@ -195,3 +197,31 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
         key = cfg.api_key.get_secret_value() if cfg.api_key else None
         return OpenAIEmbedder(cfg.model, cfg.dimensions, cfg.batch_size, cfg.base_url, key, cfg.timeout_s)
     raise ConfigError(f"embedding.provider {cfg.provider!r} is unknown; use 'local' or 'openai'")
+
+
+async def embed_texts(embedder: Embedder, texts: list[str], timeout_s: float) -> list[list[float]]:
+    """Embed off the event loop, bounded: ``timeout_s`` per ``batch_size`` texts once the model is
+    loaded (loading, which the server starts at launch, is not timed). A model that raises or hangs
+    becomes ``EmbeddingFailed`` with the reason; a hung thread cannot be stopped, but the caller is
+    answered. Nothing is written before the vectors exist, so a failure here stores nothing."""
+    if not texts:
+        return []
+    try:
+        await asyncio.to_thread(embedder.load)
+    except MemlaneError:
+        raise
+    except Exception as e:
+        raise EmbeddingFailed(f"the embedding model could not be loaded ({type(e).__name__}: {e})") from e
+    budget = timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(embedder.embed_batch, texts), budget)
+    except TimeoutError:
+        log.error("the embedding model did not answer within %.3g s", budget)
+        raise EmbeddingFailed(
+            f"the embedding model did not answer within {budget:g} s (embedding.embed_timeout_s); retry"
+        ) from None
+    except MemlaneError:
+        raise
+    except Exception as e:
+        log.exception("the embedding model failed")
+        raise EmbeddingFailed(f"the embedding model failed ({type(e).__name__}: {e}); retry") from e

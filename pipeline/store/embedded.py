@@ -41,6 +41,18 @@ def _forget_dead_users(pgdata: Path) -> None:
             log.info("dropped %d dead process(es) from %s", len(pids) - len(alive), handles)
 
 
+def _leave(server, pgdata: Path) -> None:
+    """pgserver's exit handler, after dropping the processes that were killed outright: pgserver
+    stops the server only when the exiting process is the last one listed, so a memlane process
+    killed with SIGKILL (never deregistered) would otherwise leave the server running after every
+    live process has gone."""
+    try:
+        _forget_dead_users(pgdata)
+    except Exception:  # noqa: BLE001 - at exit: pgserver's own handler must still run
+        log.exception("could not drop dead processes from the embedded server's list")
+    server._cleanup()
+
+
 # Settings for the embedded server, in a file postgresql.conf includes. PostgreSQL's default of
 # 128 MB of shared buffers holds about 30k memories with their vectors and indexes; past that every
 # recall reads pages through the kernel. Measured at 100k memories (8 projects): 512 MB took the
@@ -163,7 +175,7 @@ class EmbeddedPostgres:
             # Registers pgserver's exit handler (the last process out stops the server) once.
             import atexit
 
-            atexit.register(server._cleanup)
+            atexit.register(_leave, server, self.pgdata)
         self._server = server
         self.heal()
         log.info("embedded PostgreSQL ready in %s", self.pgdata)
