@@ -171,3 +171,49 @@ async def test_memories_without_occurred_at_and_other_projects_are_never_in_rang
         <= res.ranked[0].memory.occurred_at
         < datetime(2023, 7, 1, tzinfo=UTC)
     )
+
+
+async def test_over_mcp_the_trace_shows_the_parsed_range_and_the_temporal_hits(
+    database_url, tmp_path, embedder
+):
+    from mcp import Client
+
+    from memlane.pipeline.config import DatabaseConfig
+    from memlane.server.app import build_server
+    from memlane.server.settings import load
+
+    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+    try:
+        async with Client(server) as client:
+            for content, when in MEMORIES:
+                r = await client.call_tool(
+                    "remember", {"content": content, "occurred_at": when, "project": "assistant"}
+                )
+                assert r.is_error is False
+            r = await client.call_tool(
+                "recall",
+                {
+                    "query": "incidents in June",
+                    "project": "assistant",
+                    "reference_time": REF,
+                    "explain": True,
+                },
+            )
+    finally:
+        await state.close()
+    assert r.is_error is False, r.content[0].text
+    res = r.structured_content
+    by_stage = {s["stage"]: s for s in res["trace"]["stages"]}
+    [parsed] = by_stage["intent"]["detail"]["intent"]["time_ranges"]
+    assert parsed == {
+        "text": "in June",
+        "kind": "month",
+        "start": "2023-06-01T00:00:00+00:00",
+        "end": "2023-07-01T00:00:00+00:00",
+    }
+    assert by_stage["retrieval"]["detail"]["arms"]["temporal"] == 2
+    assert [m["content"] for m in res["memories"][:2]] == [
+        "Incident: the log server disk filled up and logging stopped",
+        "Incident: the payment webhook timed out for two hours",
+    ]
