@@ -341,6 +341,8 @@ def _relative_to_date(m: re.Match, ref: datetime, _s: dict) -> dict | None:
     if a is None:
         return None
     off = _offset(m)
+    if not off:
+        return None
     if m.group("dir").lower() == "before":
         return {"kind": "span", "start": a[0] - off, "end": a[0]}
     return {"kind": "span", "start": a[1], "end": a[1] + off}
@@ -452,6 +454,8 @@ def _ago(m: re.Match, ref: datetime, _s: dict) -> dict | None:
 
 def _within(m: re.Match, ref: datetime, _s: dict) -> dict | None:
     n = _number(m.group("n")) if m.group("n") else 1
+    if n < 1:
+        return None
     unit = m.group("unit").lower().rstrip("s")
     days = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}[unit] * n
     end = _day(ref) + timedelta(days=1)

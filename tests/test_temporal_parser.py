@@ -176,3 +176,27 @@ def test_the_intent_record_carries_the_ranges_and_the_llms_phrases_use_the_same_
     # Without a reference time only the phrases are found (the routing fallback).
     assert analyse_offline(question).time_ranges == ()
     assert analyse_offline(question).time_expressions == ("in June",)
+
+
+def test_odd_input_never_gives_an_empty_or_inverted_range():
+    import random
+
+    words = (
+        "in on last next this the between and from to before after since until May March June 2023 1999 "
+        "31 29 February 0 999 days weeks years ago recently week month year summer winter fall of Monday "
+        "Sunday day 13/45/2023 2023-02-30 00/00/0000 a few several"
+    ).split()
+    rng = random.Random(7)
+    refs = [datetime(2024, 2, 29, tzinfo=UTC), datetime(2099, 12, 31, 23, 59, tzinfo=UTC)]
+    seen = 0
+    for _ in range(3000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+        for ref in refs:
+            for r in temporal.parse(text, ref):
+                seen += 1
+                assert r.start is None or r.end is None or r.start < r.end, (text, ref, r)
+    assert seen > 1000
+    assert temporal.parse("in the last 0 days", REF) == []
+    [bound] = temporal.parse("0 weeks before May 3, 2023", REF)  # no empty week: the bound remains
+    assert (bound.text, bound.kind) == ("before May 3, 2023", "before")
+    assert temporal.parse("on 2023-02-30", REF) == []  # no such day
