@@ -67,7 +67,24 @@ KEYWORD = Arm(
     description="BM25 over PostgreSQL full-text lexemes, OR semantics",
 )
 
-REGISTRY: dict[str, Arm] = {arm.name: arm for arm in (VECTOR, KEYWORD)}
+
+async def _temporal(ctx, query, found):
+    from .temporal_arm import run
+
+    return await run(ctx, query, found)
+
+
+TEMPORAL = Arm(
+    "temporal",
+    needs=frozenset({"text", "embedding", "time_range"}),
+    exact=False,
+    normalise="none",  # 1.0 for a memory in the question's time range: the weight is the boost
+    default_weight=0.35,
+    run=_temporal,
+    description="memories whose occurred_at is in a time range named by the question (pipeline/temporal_arm.py)",
+)
+
+REGISTRY: dict[str, Arm] = {arm.name: arm for arm in (VECTOR, KEYWORD, TEMPORAL)}
 
 
 def names() -> tuple[str, ...]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from . import temporal
 from .llm import parse_json
 from .providers.llm import LLMError
 from .records import Query
 from .stage import Step
-from .temporal import find_time_expressions
 
 INTENTS = ("troubleshooting", "how-to", "factual", "recall", "preference", "temporal")
 COMPLEXITIES = ("simple", "moderate", "complex")
@@ -33,6 +33,7 @@ class Intent:
     time_expressions: tuple[str, ...]
     requires_reasoning: bool
     source: str = "offline"  # or "llm"
+    time_ranges: tuple[temporal.TimeRange, ...] = ()  # the time_expressions as ranges (pipeline/temporal.py)
 
     def as_dict(self) -> dict:
         return {
@@ -43,6 +44,7 @@ class Intent:
             "time_expressions": list(self.time_expressions),
             "requires_reasoning": self.requires_reasoning,
             "source": self.source,
+            "time_ranges": [r.as_dict() for r in self.time_ranges],
         }
 
 
@@ -101,10 +103,14 @@ def _entities(text: str) -> list[str]:
     return out
 
 
-def analyse_offline(question: str) -> Intent:
-    """The offline record, from cues in the words alone."""
+def analyse_offline(
+    question: str, reference_time=None, *, recent_days: int = temporal.DEFAULT_RECENT_DAYS
+) -> Intent:
+    """The offline record, from cues in the words alone; with ``reference_time``, its time
+    expressions as ranges too."""
     lower = question.lower()
-    times = find_time_expressions(question)
+    ranges = temporal.parse(question, reference_time, recent_days=recent_days) if reference_time else []
+    times = [r.text for r in ranges] if reference_time else temporal.find_time_expressions(question)
     entities = _entities(question)
     n_words = len(_WORD.findall(question))
     if re.match(r"\s*(when|how long|what (date|day|year|month|time))\b", lower) or (
@@ -124,11 +130,28 @@ def analyse_offline(question: str) -> Intent:
         entities=tuple(entities),
         time_expressions=tuple(times),
         requires_reasoning=reasoning,
+        time_ranges=tuple(ranges),
     )
 
 
-def from_llm(data, offline: Intent) -> Intent:
-    """The LLM's record, checked; fields it got wrong keep the offline value."""
+def llm_time_ranges(
+    phrases: tuple[str, ...], question: str, reference_time, recent_days: int
+) -> tuple[temporal.TimeRange, ...]:
+    """The LLM's time expressions read by the same parser, placed where they are in the question
+    (so the temporal arm can score the rest of it); phrases the rules cannot read give no range."""
+    out = []
+    lower = question.lower()
+    for phrase in phrases:
+        at = lower.find(phrase.lower())
+        for r in temporal.parse(phrase, reference_time, recent_days=recent_days):
+            span = (r.span[0] + at, r.span[1] + at) if at >= 0 else (0, 0)
+            out.append(replace(r, span=span))
+    return tuple(out)
+
+
+def from_llm(data, offline: Intent, question: str = "", reference_time=None, recent_days: int = 30) -> Intent:
+    """The LLM's record, checked; fields it got wrong keep the offline value. Its time expressions
+    are parsed like the offline ones; when none of them reads as a range, the offline ranges stand."""
     if not isinstance(data, dict):
         raise LLMError(f"intent is not a JSON object: {type(data).__name__}")
 
@@ -143,20 +166,26 @@ def from_llm(data, offline: Intent) -> Intent:
     if primary not in INTENTS or complexity not in COMPLEXITIES:
         raise LLMError(f"intent has primary_intent {primary!r} / complexity {complexity!r}")
     reasoning = data.get("requires_reasoning")
+    times = strings("time_expressions", offline.time_expressions)
+    ranges = offline.time_ranges
+    if reference_time is not None and times != offline.time_expressions:
+        ranges = llm_time_ranges(times, question, reference_time, recent_days) or offline.time_ranges
     return Intent(
         primary_intent=primary,
         complexity=complexity,
         domains=strings("domains", offline.domains)[:3],
         entities=strings("entities", offline.entities),
-        time_expressions=strings("time_expressions", offline.time_expressions),
+        time_expressions=times,
         requires_reasoning=reasoning if isinstance(reasoning, bool) else offline.requires_reasoning,
         source="llm",
+        time_ranges=ranges,
     )
 
 
 async def analyse(ctx, query: Query) -> Step[Query]:
     """The offline record always; the LLM's when one is configured for this stage."""
-    offline = analyse_offline(query.text)
+    ref, recent = ctx.request.reference_time, ctx.config.temporal.recent_days
+    offline = analyse_offline(query.text, ref, recent_days=recent)
     query = replace(query, intent=offline)
     llm, why = ctx.llm.stage("intent") if ctx.llm is not None else (None, "no LLM provider")
     detail = {"intent": offline.as_dict()}
@@ -168,7 +197,7 @@ async def analyse(ctx, query: Query) -> Step[Query]:
             question=query.text,
             reference_time=ctx.request.reference_time.date().isoformat(),
         )
-        intent = from_llm(parse_json(answer.text), offline)
+        intent = from_llm(parse_json(answer.text), offline, query.text, ref, recent)
     except LLMError as e:
         return Step(query, status=f"degraded: {e.reason}", detail=detail, prompt=llm.prompt.id)
     return Step(

@@ -36,6 +36,8 @@ class Retrieved:
     lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
     memories: dict[str, Memory] = field(default_factory=dict)
+    vectors: list = field(default_factory=list)  # the query texts' embeddings (Python arms reuse them)
+    notes: dict[str, object] = field(default_factory=dict)  # arm -> what it did, for the stage's detail
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -51,6 +53,15 @@ class Retrieved:
             for arm in self.arms:
                 if arm in h.scores:
                     best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+
+    def add_exact(self, memory: Memory, scores: dict[str, float]) -> None:
+        """Exact scores a Python arm computed for a memory on other arms; a score already there
+        (from the store arms) is kept."""
+        key = str(memory.id)
+        self.memories.setdefault(key, memory)
+        best = self.scores.setdefault(key, {})
+        for arm, score in scores.items():
+            best.setdefault(arm, score)
 
     def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
         """A Python arm's ranked list: it scores only its own hits."""
@@ -124,13 +135,13 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         embedding_arms = tuple(n for n in store_arms if arm_registry.REGISTRY[n].needs == {"embedding"})
         if embedding_arms:
             jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
-    out = Retrieved(arms=tuple(a.name for a in active))
+    out = Retrieved(arms=tuple(a.name for a in active), vectors=list(vectors))
     for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
         out.add(suffix, hits)
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}}
+    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes}
     if degraded is not None:
         return Step(
             out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail

@@ -1,48 +1,621 @@
-"""Time expressions in a question: the one parser intent analysis (and, with the temporal arm, the
-retrieval stage) reads.
+"""Time expressions in a question, and the date ranges they mean: the one parser that intent
+analysis (offline, and the LLM's ``time_expressions``) and the temporal retrieval arm read.
 
-This finds the phrases; it does not yet turn them into date ranges. It is deliberately narrow:
-words that only look like times are not read as one ("May I ask", "march on the capital",
-"Will's car", "a second opinion"): a month name counts only next to a day, a year, or a word like
-"in", "last", "since"; "second" and "minute" only with a number.
+``parse(text, reference)`` finds the phrases and turns each into a ``TimeRange`` (``start``
+inclusive, ``end`` exclusive, either open) relative to ``reference``, the recall's
+``reference_time``. Rules, in the reference's time zone, weeks starting on Monday, seasons
+meteorological and northern (spring = March-May, winter = December-February):
+
+- days: "today", "yesterday", "tomorrow", "N days ago", ISO dates, "May 7", "7 May 2023",
+  "on October 13, 2023", "on Monday" / "last Tuesday" (the most recent one);
+- weeks, months, years: "this/last/next week|weekend|month|year", "earlier this month",
+  "N weeks/months/years ago" (that calendar week, month, year), "in the last N days",
+  "in June" (the most recent June not after the reference, unless a year is given), "June 2023",
+  "in 2023", "last summer", "in the spring of 2022";
+- "recently" / "lately": the ``recent_days`` before the reference (``[temporal] recent_days``);
+- spans and bounds: "between March and May", "from May to July 2023", "before/after/since/until
+  <date>", "N weeks before <date>", "the week before <date>";
+- events: "the week before <event>", "the day after <event>", "two days before <event>", where
+  the event is not a date: the range is left open (``kind="event"``, ``event`` set) and the
+  temporal arm anchors it on the memory that best matches the event (``anchored``).
+
+It is deliberately narrow: words that only look like times are not read as one. "May", "March"
+and "August" count only with a day, a year, or (capitalised) after a word like "in", "last",
+"since"; a month or weekday followed by a capitalised word is a title or a name ("August Rush");
+"Sunday school", "the fall of Rome", "spring cleaning", "a second opinion", "Will's car", "mark
+my words" and "I may" are not times; a bare number is a year only after a word like "in".
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
 
-_MONTHS = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-    "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
-_UNITS = r"(?:day|week|month|year|hour|minute|second|decade|weekend)s?"
-_NUMBER = (
-    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|several|couple of)"
-)
-_SEASONS = r"(?:spring|summer|autumn|fall|winter)"
-_WEEKDAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_LEAD = r"(?:in|on|during|since|before|after|until|by|from|last|next|this|early|late|mid|between)"
+DEFAULT_RECENT_DAYS = 30
 
-_PATTERNS = [
-    r"\b\d{4}-\d{2}-\d{2}\b",  # ISO dates
-    r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",
-    rf"\b(?:{_LEAD}\s+)?(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b(?:,?\s+\d{{4}})?",
-    rf"\b(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}})?",
-    rf"\b(?:{_MONTHS})\s+\d{{4}}\b",
-    rf"\bbetween\s+(?:{_MONTHS}|(?:19|20)\d{{2}})\s+and\s+(?:{_MONTHS}|(?:19|20)\d{{2}})\b",
-    rf"\b{_LEAD}\s+(?:{_MONTHS})\b(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?",
-    rf"\b{_LEAD}\s+(?:the\s+)?(?:{_SEASONS}|{_WEEKDAYS})\b",
-    rf"\b(?:last|next|this|past|previous|coming)\s+(?:few\s+)?{_UNITS}\b",
-    rf"\b{_NUMBER}\s+{_UNITS}\s+(?:ago|before|after|later|earlier)\b",
-    rf"\b(?:in|for|over|within)\s+the\s+(?:last|past|next)\s+{_NUMBER}?\s*{_UNITS}\b",
-    r"\b(?:yesterday|today|tonight|tomorrow|recently|lately|nowadays)\b",
-    r"\bthe\s+(?:day|week|month|year)\s+(?:before|after)\b",
-    r"\b(?:in|since|before|after|during|by|from|until)\s+(?:the\s+)?(?:early\s+|late\s+|mid-?)?(?:19|20)\d{2}s?\b",
-    r"\b(?:19|20)\d{2}\b",
+_MONTH_NAMES = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_ABBREV = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9}
+_ABBREV |= {"oct": 10, "nov": 11, "dec": 12}
+MONTHS = {name: i for i, name in enumerate(_MONTH_NAMES, start=1)} | _ABBREV
+# Month names that are also common words: only with a day or a year, or capitalised after a lead.
+_AMBIGUOUS = {"may", "march", "august"}
+_M_FULL = "|".join(_MONTH_NAMES)
+_M_ANY = "|".join(sorted(MONTHS, key=len, reverse=True))
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WD = "|".join(_WEEKDAYS)
+SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # first month
+_SEASON = "spring|summer|autumn|fall|winter"
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a few": 3, "a couple of": 2,
+    "couple of": 2, "several": 3, "few": 3,
+}  # fmt: skip
+_NUM = r"(?:\d{1,3}|a\s+couple\s+of|couple\s+of|a\s+few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|several|few)"
+_UNIT = r"(?:day|week|month|year|weekend)s?"
+_YEAR = r"(?:19|20)\d{2}"
+_ORD = r"(?:st|nd|rd|th)?"
+
+KINDS = (  # what ``TimeRange.kind`` can be
+    "day",
+    "week",
+    "weekend",
+    "month",
+    "season",
+    "year",
+    "recent",
+    "span",
+    "before",
+    "after",
+    "since",
+    "event",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """One time expression of a question and the range it means: ``start`` inclusive, ``end``
+    exclusive, ``None`` for an open side. ``kind="event"`` is relative to an event that is not a
+    date (``event``, ``offset`` and ``direction`` say how); the temporal arm anchors it."""
+
+    text: str  # the phrase as written
+    kind: str
+    start: datetime | None
+    end: datetime | None
+    span: tuple[int, int] = (0, 0)  # where the phrase is in the question
+    event: str | None = None  # kind "event": the phrase naming the event
+    direction: str | None = None  # kind "event": "before" or "after"
+    offset: timedelta | None = None  # kind "event": how far (None: any time before/after)
+    anchor: dict[str, Any] | None = None  # kind "event", once anchored: the memory it was found on
+
+    @property
+    def resolved(self) -> bool:
+        return self.start is not None or self.end is not None
+
+    def contains(self, when: datetime | None) -> bool:
+        if when is None or not self.resolved:
+            return False
+        return (self.start is None or when >= self.start) and (self.end is None or when < self.end)
+
+    def anchored(self, when: datetime, anchor: dict[str, Any]) -> TimeRange:
+        """This event range, placed relative to ``when`` (the event memory's ``occurred_at``).
+        The event's whole day counts as "at the event", so "after" starts with it."""
+        day = _day(when)
+        if self.direction == "before":
+            start, end = (None if self.offset is None else day - self.offset), day + timedelta(days=1)
+        else:
+            start, end = day, (None if self.offset is None else day + timedelta(days=1) + self.offset)
+        return replace(self, start=start, end=end, anchor=anchor)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "text": self.text,
+            "kind": self.kind,
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+        }
+        if self.event is not None:
+            out["event"] = self.event
+            out["direction"] = self.direction
+        if self.anchor is not None:
+            out["anchor"] = self.anchor
+        return out
+
+
+# --- calendar helpers -------------------------------------------------------------------------
+
+
+def _day(dt: datetime) -> datetime:
+    return dt.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _month_start(year: int, month: int, tz) -> datetime:
+    while month > 12:
+        year, month = year + 1, month - 12
+    while month < 1:
+        year, month = year - 1, month + 12
+    return datetime(year, month, 1, tzinfo=tz)
+
+
+def _month(year: int, month: int, tz) -> tuple[datetime, datetime]:
+    return _month_start(year, month, tz), _month_start(year, month + 1, tz)
+
+
+def _year(year: int, tz) -> tuple[datetime, datetime]:
+    return datetime(year, 1, 1, tzinfo=tz), datetime(year + 1, 1, 1, tzinfo=tz)
+
+
+def _season(year: int, name: str, tz) -> tuple[datetime, datetime]:
+    """The season of ``year``; winter of Y runs from December Y-1 to February Y."""
+    first = SEASONS[name]
+    if name == "winter":
+        return _month_start(year - 1, 12, tz), _month_start(year, 3, tz)
+    return _month_start(year, first, tz), _month_start(year, first + 3, tz)
+
+
+def _monday(dt: datetime) -> datetime:
+    return _day(dt) - timedelta(days=dt.weekday())
+
+
+def _number(word: str) -> int:
+    word = " ".join(word.lower().split())
+    return int(word) if word.isdigit() else _NUMBERS[word]
+
+
+def _month_number(word: str) -> int:
+    return MONTHS[word.lower().rstrip(".")]
+
+
+# --- atoms: one date-like phrase -> (start, end, kind) ----------------------------------------
+# Each atom pattern has named groups; ``_atom`` turns a match into a range. Years missing from a
+# month or a day mean the most recent one not after the reference.
+
+_ATOMS = [
+    ("iso", rf"(?P<iy>{_YEAR})-(?P<im>\d{{2}})-(?P<id>\d{{2}})(?:[T ][\d:.]+(?:Z|[+-]\d{{2}}:?\d{{2}})?)?"),
+    ("slash", r"(?P<sa>\d{1,2})/(?P<sb>\d{1,2})/(?P<sy>\d{4}|\d{2})"),
+    (
+        "dmy",
+        rf"(?:the\s+)?(?P<dd>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<dm>{_M_ANY})\.?(?:,?\s+(?P<dy>{_YEAR}))?",
+    ),
+    ("mdy", rf"(?P<mm>{_M_ANY})\.?\s+(?:the\s+)?(?P<md>\d{{1,2}}){_ORD}(?!\d|:)(?:,?\s+(?P<my>{_YEAR}))?"),
+    ("my", rf"(?P<ym>{_M_ANY})\.?,?\s+(?:of\s+)?(?P<yy>{_YEAR})"),
+    ("season_year", rf"(?:the\s+)?(?P<sn>{_SEASON})\s+(?:of\s+)?(?P<sny>{_YEAR})"),
+    ("year", rf"(?P<y>{_YEAR})(?!s|\d)"),
+    ("month", rf"(?P<m>{_M_FULL})(?!\s+(?!I\b)(?-i:[A-Z]))"),  # "August Rush", "May Day": a name
 ]
-_FINDER = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
+_ATOM_NAMED = "|".join(f"(?:{p})" for _, p in _ATOMS)
+_ATOM = re.sub(r"\(\?P<\w+>", "(?:", _ATOM_NAMED)  # embeddable: no group names
+
+
+def _recent_date(month: int, day: int, ref: datetime) -> datetime:
+    year = ref.year
+    try:
+        when = datetime(year, month, day, tzinfo=ref.tzinfo)
+    except ValueError:  # 29 February
+        when = datetime(year, month, 28, tzinfo=ref.tzinfo)
+    if when > _day(ref):
+        when = when.replace(year=year - 1)
+    return when
+
+
+def _atom(m: re.Match, ref: datetime) -> tuple[datetime, datetime, str] | None:
+    g, tz = m.groupdict(), ref.tzinfo
+    try:
+        if g.get("iy"):
+            start = datetime(int(g["iy"]), int(g["im"]), int(g["id"]), tzinfo=tz)
+            return start, start + timedelta(days=1), "day"
+        if g.get("sa"):
+            from dateutil import parser
+
+            dt = parser.parse(f"{g['sa']}/{g['sb']}/{g['sy']}")
+            start = datetime(dt.year, dt.month, dt.day, tzinfo=tz)
+            return start, start + timedelta(days=1), "day"
+        if g.get("dd") or g.get("md"):
+            day = int(g.get("dd") or g["md"])
+            month = _month_number(g.get("dm") or g["mm"])
+            year = g.get("dy") or g.get("my")
+            start = datetime(int(year), month, day, tzinfo=tz) if year else _recent_date(month, day, ref)
+            return start, start + timedelta(days=1), "day"
+        if g.get("ym"):
+            return (*_month(int(g["yy"]), _month_number(g["ym"]), tz), "month")
+        if g.get("sn"):
+            return (*_season(int(g["sny"]), g["sn"].lower(), tz), "season")
+        if g.get("y"):
+            return (*_year(int(g["y"]), tz), "year")
+        if g.get("m"):
+            month = _month_number(g["m"])
+            year = ref.year if month <= ref.month else ref.year - 1
+            return (*_month(year, month, tz), "month")
+    except (ValueError, OverflowError):  # 31 February, 13/13/2023
+        return None
+    return None
+
+
+def _atom_ok(m: re.Match) -> bool:
+    """A bare ambiguous month ("may", "march") counts only capitalised: "in May", not "in may"."""
+    word = m.groupdict().get("m")
+    return not (word and word.lower() in _AMBIGUOUS and not word[:1].isupper())
+
+
+# --- the rules ---------------------------------------------------------------------------------
+# Each rule: a pattern and a function (match, reference, settings) -> TimeRange fields or None.
+# Earlier rules win where matches overlap; within a rule, matches are taken left to right.
+
+_LEAD = r"(?:in|on|during|of|for|around|throughout|over)"
+_BOUND = r"(?P<bound>before|after|since|until|till|by|prior\s+to|as\s+of)"
+_EVENT_STOP = r"(?=\s*(?:[?.!,;:]|$|\s+(?:and|but|when|while|where|so|because|if)\b))"
+_EVENT = rf"(?P<event>(?:the|my|our|his|her|their|your|its|a|an|(?-i:[A-Z]))[^?.!,;:]{{0,80}}?){_EVENT_STOP}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    pattern: re.Pattern
+    build: Callable[[re.Match, datetime, dict], dict | None]
+
+
+def _rule(pattern: str, build, flags=re.IGNORECASE) -> _Rule:
+    return _Rule(re.compile(pattern, flags), build)
+
+
+def _from_atom(name: str) -> Callable[[re.Match, datetime], tuple[datetime, datetime, str] | None]:
+    """Parse the named sub-phrase of a match as an atom."""
+
+    def parse_sub(m: re.Match, ref: datetime):
+        sub = _ATOM_RE.fullmatch(m.group(name).strip())
+        if sub is None or not _atom_ok(sub):
+            return None
+        return _atom(sub, ref)
+
+    return parse_sub
+
+
+_ATOM_RE = re.compile(_ATOM_NAMED, re.IGNORECASE)
+_right = _from_atom("b")
+
+
+def _span(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    a_text, b_text = m.group("a").strip(), m.group("b").strip()
+    b = _right(m, ref)
+    if b is None:
+        return None
+    a_sub = _ATOM_RE.fullmatch(a_text)
+    if a_sub is None or not _atom_ok(a_sub):
+        return None
+    a = _atom(a_sub, ref)
+    if a is None:
+        return None
+    # "between March and May 2023": the year written on the right side applies to the left one,
+    # and a span without a year is the most recent one that has ended (or is under way).
+    year = re.search(_YEAR, b_text)
+    if year and not re.search(_YEAR, a_text) and a_sub.groupdict().get("m"):
+        a = (*_month(int(year.group(0)), _month_number(a_sub.group("m")), ref.tzinfo), "month")
+    if a[0] >= b[1]:
+        if a_sub.groupdict().get("m") or a_sub.groupdict().get("md") or a_sub.groupdict().get("dd"):
+            a = (a[0].replace(year=a[0].year - 1), a[1].replace(year=a[1].year - 1), a[2])
+        if a[0] >= b[1]:
+            return None
+    return {"kind": "span", "start": a[0], "end": b[1]}
+
+
+def _bound(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    a = _from_atom("a")(m, ref)
+    if a is None:
+        return None
+    bound = " ".join(m.group("bound").lower().split())
+    if bound in ("before", "until", "till", "by", "prior to"):
+        return {"kind": "before", "start": None, "end": a[0] if bound in ("before", "prior to") else a[1]}
+    if bound in ("since", "as of"):
+        return {"kind": "since", "start": a[0], "end": None}
+    return {"kind": "after", "start": a[1], "end": None}
+
+
+_OFFSETS = {"day": timedelta(days=1), "week": timedelta(days=7), "weekend": timedelta(days=7)}
+_OFFSETS |= {"month": timedelta(days=30), "year": timedelta(days=365)}
+
+
+def _offset(m: re.Match) -> timedelta:
+    unit = m.group("unit").lower().rstrip("s")
+    n = _number(m.group("n")) if m.groupdict().get("n") else 1
+    return n * _OFFSETS[unit]
+
+
+def _relative_to_date(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    """ "the week before August 3, 2023", "two weeks before 11 August": the offset's width, ending
+    at (or starting after) the date."""
+    a = _from_atom("a")(m, ref)
+    if a is None:
+        return None
+    off = _offset(m)
+    if not off:
+        return None
+    if m.group("dir").lower() == "before":
+        return {"kind": "span", "start": a[0] - off, "end": a[0]}
+    return {"kind": "span", "start": a[1], "end": a[1] + off}
+
+
+def _relative_to_event(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    event = m.group("event").strip()
+    if _ATOM_RE.fullmatch(event) or re.fullmatch(r"(?:the\s+)?(?:day|week|month|year)s?", event, re.I):
+        return None  # a date: the date rule reads it
+    return {
+        "kind": "event",
+        "start": None,
+        "end": None,
+        "event": event,
+        "direction": m.group("dir").lower(),
+        "offset": _offset(m),
+    }
+
+
+def _lead_atom(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    sub = _ATOM_RE.fullmatch(m.group("a").strip())
+    if sub is None or not _atom_ok(sub):
+        return None
+    a = _atom(sub, ref)
+    return None if a is None else {"kind": a[2], "start": a[0], "end": a[1]}
+
+
+def _plain_date(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    """A full date without a lead ("May 7", "7 May 2023", "2023-05-07", "June 2023")."""
+    word = m.groupdict().get("mm") or m.groupdict().get("dm")
+    if (
+        word
+        and word.lower() in _AMBIGUOUS
+        and not word[:1].isupper()
+        and not (m.group("my") or m.group("dy"))
+    ):
+        return None  # "we may 3D print it"
+    a = _atom(m, ref)
+    return None if a is None else {"kind": a[2], "start": a[0], "end": a[1]}
+
+
+def _weekday(wd: str, which: str | None, ref: datetime) -> dict | None:
+    target = _WEEKDAYS.index(wd.lower())
+    today = _day(ref)
+    back = (today.weekday() - target) % 7
+    which = (which or "").lower()
+    if which == "last" and back == 0:
+        back = 7
+    if which == "next":
+        start = today + timedelta(days=(target - today.weekday()) % 7 or 7)
+    else:
+        start = today - timedelta(days=back)
+    return {"kind": "day", "start": start, "end": start + timedelta(days=1)}
+
+
+def _named_day(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    shift = {"today": 0, "tonight": 0, "yesterday": -1, "tomorrow": 1}[m.group(0).lower()]
+    start = _day(ref) + timedelta(days=shift)
+    return {"kind": "day", "start": start, "end": start + timedelta(days=1)}
+
+
+def _this_last_next(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    which, unit = m.group("which").lower(), m.group("unit").lower()
+    shift = {"this": 0, "current": 0, "last": -1, "past": -1, "previous": -1, "next": 1, "coming": 1}[which]
+    tz = ref.tzinfo
+    if unit == "week":
+        start = _monday(ref) + timedelta(weeks=shift)
+        return {"kind": "week", "start": start, "end": start + timedelta(weeks=1)}
+    if unit == "weekend":
+        start = _monday(ref) + timedelta(days=5) + timedelta(weeks=shift)
+        if shift == -1:  # "last weekend": the one before this week's Monday
+            start = _monday(ref) - timedelta(days=2)
+        return {"kind": "weekend", "start": start, "end": start + timedelta(days=2)}
+    if unit == "month":
+        start, end = _month(ref.year, ref.month + shift, tz)
+        return {"kind": "month", "start": start, "end": end}
+    if unit == "year":
+        start, end = _year(ref.year + shift, tz)
+        return {"kind": "year", "start": start, "end": end}
+    return None
+
+
+def _earlier_this(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    unit, tz = m.group("unit").lower(), ref.tzinfo
+    start = {
+        "week": _monday(ref),
+        "month": _month_start(ref.year, ref.month, tz),
+        "year": datetime(ref.year, 1, 1, tzinfo=tz),
+    }[unit]
+    return {"kind": unit, "start": start, "end": _day(ref) + timedelta(days=1)}
+
+
+def _ago(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    n, unit, tz = _number(m.group("n")), m.group("unit").lower().rstrip("s"), ref.tzinfo
+    if n > 500:
+        return None
+    if unit == "day":
+        start = _day(ref) - timedelta(days=n)
+        return {"kind": "day", "start": start, "end": start + timedelta(days=1)}
+    if unit in ("week", "weekend"):
+        start = _monday(ref) - timedelta(weeks=n)
+        return {"kind": "week", "start": start, "end": start + timedelta(weeks=1)}
+    if unit == "month":
+        start, end = _month(ref.year, ref.month - n, tz)
+        return {"kind": "month", "start": start, "end": end}
+    start, end = _year(ref.year - n, tz)
+    return {"kind": "year", "start": start, "end": end}
+
+
+def _within(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    n = _number(m.group("n")) if m.group("n") else 1
+    if n < 1:
+        return None
+    unit = m.group("unit").lower().rstrip("s")
+    days = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}[unit] * n
+    end = _day(ref) + timedelta(days=1)
+    return {"kind": "recent", "start": end - timedelta(days=days), "end": end}
+
+
+def _recently(m: re.Match, ref: datetime, settings: dict) -> dict | None:
+    end = _day(ref) + timedelta(days=1)
+    return {"kind": "recent", "start": end - timedelta(days=settings["recent_days"]), "end": end}
+
+
+def _season_rel(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+    which, name, tz = (m.group("which") or "").lower(), m.group("sn").lower(), ref.tzinfo
+    today = _day(ref)
+    year = ref.year + (1 if name == "winter" and ref.month == 12 else 0)
+    start, end = _season(year, name, tz)
+    if start > today:  # not begun yet this year: the last one
+        start, end = _season(year - 1, name, tz)
+    if which in ("last", "past", "previous") and end > today:  # under way: "last" is the one before
+        start, end = _season(year - 1, name, tz)
+    if which == "next":
+        start, end = _season(year if start > today else year + 1, name, tz)
+    return {"kind": "season", "start": start, "end": end}
+
+
+class _Swap:
+    """A match whose alternative groups (``a2``, ``unit2``, ``wd2``) read as their main name."""
+
+    def __init__(self, m: re.Match) -> None:
+        self._m = m
+
+    def group(self, name):
+        value = self._m.group(name)
+        if value is None and isinstance(name, str) and name in self._m.re.groupindex:
+            alt = name + "2"
+            if alt in self._m.re.groupindex:
+                return self._m.group(alt)
+        return value
+
+    def groupdict(self):
+        d = self._m.groupdict()
+        for k in list(d):
+            if d[k] is None and (k + "2") in d:
+                d[k] = d[k + "2"]
+        return d
+
+
+def _weekday_rule(m: re.Match, ref: datetime, s: dict) -> dict | None:
+    wd = m.group("wd") or m.group("wd2")
+    # "on Monday Night Football": a name
+    after = m.string[m.end() : m.end() + 3]
+    if re.match(r"\s[A-Z]", after) and not re.match(r"\sI\b", m.string[m.end() : m.end() + 3]):
+        return None
+    return _weekday(wd, m.group("which"), ref)
+
+
+_RULES: list[_Rule] = [
+    # spans: "between March and May", "from 3 May to 10 May 2023"
+    _rule(
+        rf"\b(?:between\s+(?P<a>(?:{_ATOM}))\s+and|from\s+(?P<a2>(?:{_ATOM}))\s+(?:to|until|till|through))"
+        rf"\s+(?P<b>(?:{_ATOM}))",
+        lambda m, ref, s: _span(_Swap(m), ref, s),
+    ),
+    # "the week before August 3, 2023", "two weeks before 11 August"
+    _rule(
+        rf"\b(?:(?:the|a)\s+(?P<unit>day|week|weekend|month|year)|(?P<n>{_NUM})\s+(?P<unit2>{_UNIT}))"
+        rf"\s+(?P<dir>before|after)\s+(?P<a>(?:{_ATOM}))(?![\w-])",
+        lambda m, ref, s: _relative_to_date(_Swap(m), ref, s),
+    ),
+    # "the day after the launch", "two weeks before our trip to Rome": anchored on a memory later
+    _rule(
+        rf"\b(?:(?:the|a)\s+(?P<unit>day|week|weekend|month|year)|(?P<n>{_NUM})\s+(?P<unit2>{_UNIT}))"
+        rf"\s+(?P<dir>before|after)\s+{_EVENT}",
+        lambda m, ref, s: _relative_to_event(_Swap(m), ref, s),
+    ),
+    # "before June 2023", "since 2021", "after May 7"
+    _rule(rf"\b{_BOUND}\s+(?P<a>(?:{_ATOM}))(?![\w-])", _bound),
+    # "in the summer of 2022", "summer 2023"
+    _rule(rf"\b(?:{_LEAD}\s+)?(?P<a>(?:the\s+)?(?:{_SEASON})\s+(?:of\s+)?{_YEAR})\b", _lead_atom),
+    # "last summer", "this spring", "in the fall" (not "the fall of Rome", "spring cleaning")
+    _rule(
+        rf"\b(?:(?P<which>last|this|next|past|previous)\s+|(?:in|during|over|through)\s+(?:the\s+)?)"
+        rf"(?P<sn>{_SEASON})\b(?!\s+of\s+(?!{_YEAR}))(?!\s+(?:cleaning|collection|roll|rolls|onion|onions))",
+        _season_rel,
+    ),
+    # full dates, with or without a lead: "on October 13, 2023", "7 May 2023", "May 7", ISO
+    _rule(
+        rf"\b(?:(?:on|in|of|for|around)\s+)?(?:{_ATOMS[0][1]}|{_ATOMS[1][1]}|{_ATOMS[2][1]}|{_ATOMS[3][1]}"
+        rf"|{_ATOMS[4][1]})(?![\w-])",
+        _plain_date,
+    ),
+    # "in June", "in 2023", "during March" (a bare month or year needs the lead)
+    _rule(rf"\b{_LEAD}\s+(?P<a>(?:{_ATOMS[6][1]}|{_ATOMS[7][1]}))(?![\w-])", _lead_atom),
+    _rule(
+        rf"\b(?P<which>last|this|next)\s+(?P<wd>{_WD})\b|\bon\s+(?P<wd2>{_WD})\b(?!\s+school)", _weekday_rule
+    ),
+    _rule(r"\b(?:today|tonight|yesterday|tomorrow)\b", _named_day),
+    _rule(
+        r"\b(?:earlier|so\s+far)\s+this\s+(?P<unit>week|month|year)\b",
+        _earlier_this,
+    ),
+    _rule(
+        r"\b(?P<which>this|last|next|past|previous|coming|current)\s+(?P<unit>week|weekend|month|year)\b",
+        _this_last_next,
+    ),
+    _rule(rf"\b(?P<n>{_NUM})\s+(?P<unit>{_UNIT})\s+ago\b", _ago),
+    _rule(
+        rf"\b(?:in|over|during|within|for)\s+the\s+(?:last|past|previous)\s+(?P<n>{_NUM})?\s*(?P<unit>{_UNIT})\b",
+        _within,
+    ),
+    _rule(r"\b(?:recently|lately|of\s+late|these\s+days|nowadays|the\s+other\s+day)\b", _recently),
+]
+
+
+def parse(text: str, reference: datetime, *, recent_days: int = DEFAULT_RECENT_DAYS) -> list[TimeRange]:
+    """Every time expression in ``text`` with its range relative to ``reference``, in order of
+    appearance, without overlaps (earlier rules win)."""
+    settings = {"recent_days": recent_days}
+    taken: list[tuple[int, int]] = []
+    found: list[TimeRange] = []
+    for rule in _RULES:
+        for m in rule.pattern.finditer(text):
+            a, b = m.span()
+            if any(a < y and x < b for x, y in taken):
+                continue
+            fields = rule.build(m, reference, settings)
+            if fields is None:
+                continue
+            taken.append((a, b))
+            found.append(TimeRange(text=m.group(0).strip(), span=(a, b), **fields))
+    return sorted(found, key=lambda r: r.span)
+
+
+def parse_phrases(
+    phrases: list[str] | tuple[str, ...], reference: datetime, *, recent_days: int = DEFAULT_RECENT_DAYS
+) -> list[TimeRange]:
+    """The ranges of phrases someone else found (the LLM's ``time_expressions``), by the same
+    rules; a phrase the rules cannot read gives no range."""
+    out: list[TimeRange] = []
+    for phrase in phrases:
+        out.extend(parse(phrase, reference, recent_days=recent_days))
+    return out
 
 
 def find_time_expressions(text: str) -> list[str]:
     """The time phrases in ``text``, as written, in order, without overlaps."""
-    return [m.group(0) for m in _FINDER.finditer(text)]
+    return [r.text for r in parse(text, _PHRASES_ONLY)]
+
+
+_PHRASES_ONLY = datetime(2000, 6, 15)  # any reference: only the phrases are used
+
+
+def strip_expressions(text: str, ranges: list[TimeRange] | tuple[TimeRange, ...]) -> str:
+    """``text`` without the phrases of ``ranges`` (their spans), for scoring the rest of it."""
+    out, last = [], 0
+    for r in sorted(ranges, key=lambda r: r.span):
+        a, b = r.span
+        if a < last or b <= a:
+            continue
+        out.append(text[last:a])
+        last = b
+    out.append(text[last:])
+    return " ".join("".join(out).split())

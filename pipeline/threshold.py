@@ -14,6 +14,11 @@ so a word that is a single token with an id under ``recall.informative_token_ran
 common word ("time", "point", "year", "first", "many"). Words match on a shared stem-like prefix
 ("painted" and "painting").
 
+A candidate in the time range the question names (the temporal arm, ``pipeline/temporal_arm.py``)
+that matches a keyword of the question or shares an informative word with it is kept with a cosine
+of at least ``recall.min_similarity``; when the question has no informative word besides its time
+expressions ("what happened last week?"), every candidate in the range is kept.
+
 Besides that: today's rule (no shared word at all and a cosine under ``recall.min_similarity``:
 dropped) and a relative floor (a fused score under ``recall.relative_floor`` times the best one:
 dropped). When nothing is left, recall says so instead of padding the answer.
@@ -46,7 +51,9 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import datetime
 
+from . import temporal
 from .records import Candidate
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -97,14 +104,29 @@ def shares_word(words: frozenset[str], content: str) -> bool:
     return any(_same_word(w, x) for x in set(_WORD.findall(content.lower())) for w in words)
 
 
+_ANY_TIME = datetime(2000, 1, 1)  # only the phrases of the time expressions are used
+# Words that ask for whatever happened, not for something in particular ("what happened in June?").
+_ANY_EVENT = frozenset("happen happened happening went occur occurred anything everything".split())
+
+
 def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candidate]:
     """The candidates that are evidence, in their order (see the module docstring). ``cfg`` is the
     recall config section."""
     words = informative_words(query, cfg.informative_token_rank)
+    # A question that is only a time ("what happened last week?"): the range is all it asks for.
+    time_only = any("temporal" in c.arm_scores for c in candidates) and not (
+        informative_words(
+            temporal.strip_expressions(query, temporal.parse(query, _ANY_TIME)), cfg.informative_token_rank
+        )
+        - _ANY_EVENT
+    )
     kept = []
     for c in candidates:
         keyword = c.arm_scores.get("keyword", 0.0) > 0
         sim = c.arm_scores.get("vector")
+        if time_only and c.arm_scores.get("temporal", 0.0) > 0:
+            kept.append(c)
+            continue
         if sim is None:  # the vector arm did not run: a shared word is all the evidence there is
             if keyword:
                 kept.append(c)
@@ -115,6 +137,12 @@ def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candi
             sim >= cfg.word_min_similarity and shares_word(words, c.memory.content)
         ):
             kept.append(c)
+        elif c.arm_scores.get("temporal", 0.0) > 0 and (keyword or shares_word(words, c.memory.content)):
+            # In the time range the question names, and sharing a word with it: the range is the
+            # evidence the weaker cosine lacks ("what did we decide last week?"). The cosine still
+            # has to clear min_similarity (checked above when no keyword matched).
+            if sim >= cfg.min_similarity:
+                kept.append(c)
     if kept and cfg.relative_floor > 0:
         best = max(c.score for c in kept)
         if best > 0:

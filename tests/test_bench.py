@@ -162,7 +162,18 @@ def test_release_file_layout_is_read_too(tmp_path):
 
 def test_ablation_grows_with_the_arms_and_switches():
     names = [m.name for m in ablation_methods()]
-    assert names == ["vector", "keyword", "fused", "fused-rrf", "fused-rrf-vector", "fused-no-threshold"]
+    assert names == [
+        "vector",
+        "keyword",
+        "temporal",
+        "fused-no-vector",
+        "fused-no-keyword",
+        "fused-no-temporal",
+        "fused",
+        "fused-rrf",
+        "fused-rrf-vector",
+        "fused-no-threshold",
+    ]
 
     class FutureEngine:
         async def recall(self, req, *, arms=None, touch=True, adjustments=True): ...

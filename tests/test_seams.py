@@ -43,8 +43,12 @@ def test_an_unknown_arm_is_an_error_not_an_empty_result():
 
 
 def test_arm_weights_default_to_every_arm_and_refuse_unknown_arms():
-    assert RecallConfig().arm_weights == {"vector": 1.0, "keyword": 1.0}
-    assert RecallConfig(arm_weights={"keyword": 0.5}).arm_weights == {"vector": 1.0, "keyword": 0.5}
+    assert RecallConfig().arm_weights == {"vector": 1.0, "keyword": 1.0, "temporal": 0.35}
+    assert RecallConfig(arm_weights={"keyword": 0.5}).arm_weights == {
+        "vector": 1.0,
+        "keyword": 0.5,
+        "temporal": 0.35,
+    }
     with pytest.raises(ValueError, match="unknown arm"):
         RecallConfig(arm_weights={"graph": 1.0})
     with pytest.raises(ValueError, match="from 0 to 100"):
@@ -53,7 +57,7 @@ def test_arm_weights_default_to_every_arm_and_refuse_unknown_arms():
 
 def test_the_old_per_arm_weight_keys_still_configure_fusion():
     cfg = RecallConfig.model_validate({"vector_weight": 2.0, "keyword_weight": 0.5})
-    assert cfg.arm_weights == {"vector": 2.0, "keyword": 0.5}
+    assert cfg.arm_weights == {"vector": 2.0, "keyword": 0.5, "temporal": 0.35}
 
 
 # -- fusion ------------------------------------------------------------------------------------

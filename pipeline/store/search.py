@@ -206,3 +206,67 @@ class SearchQueries:
             )
             for r in rows
         ]
+
+    async def in_range(
+        self,
+        *,
+        project: str,
+        query: str,
+        embedding: list[float] | None,
+        ranges: list[tuple[Any, Any]],
+        k: int,
+        max_scan: int,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        common_df: float = 0.05,
+    ) -> tuple[list[Hit], int]:
+        """The temporal arm's read: memories whose ``occurred_at`` falls in any of ``ranges``
+        (``(start, end)``, start inclusive, end exclusive, ``None`` open), at most ``max_scan`` of
+        them (the latest) read through the (project, occurred_at) index, scored exactly by cosine
+        to ``embedding`` and BM25 of ``query``; returns the best ``k`` by cosine + BM25 / best BM25
+        in the range, and how many were scanned."""
+        where, params = self._where(project, query, k, category, tags, common_df)
+        params["max_scan"] = max_scan
+        clauses = []
+        for i, (start, end) in enumerate(ranges):
+            parts = []
+            if start is not None:
+                parts.append(f"m.occurred_at >= %(start{i})s")
+                params[f"start{i}"] = start
+            if end is not None:
+                parts.append(f"m.occurred_at < %(end{i})s")
+                params[f"end{i}"] = end
+            clauses.append("(" + " AND ".join(parts or ["TRUE"]) + ")")
+        if not clauses:
+            return [], 0
+        if embedding is not None:
+            params["emb"] = np.asarray(embedding, dtype=np.float32)
+            cosine = "1 - (m.embedding <=> %(emb)s)"
+        else:
+            cosine = "NULL::float8"
+        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        sql = (
+            f"WITH {QUERY_CTES},"
+            f" inr AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
+            f" AND m.occurred_at IS NOT NULL AND ({' OR '.join(clauses)})"
+            f" ORDER BY m.occurred_at DESC LIMIT %(max_scan)s),"
+            f" scored AS (SELECT m.id, {cosine} AS vector_score,"
+            f" CASE WHEN m.tsv @@ qidf.tq THEN {BM25} ELSE 0 END AS keyword_score"
+            f" FROM inr JOIN memories m ON m.id = inr.id CROSS JOIN qidf),"
+            f" top AS (SELECT id, vector_score, keyword_score, count(*) OVER () AS scanned,"
+            f" coalesce(vector_score, 0) + coalesce(keyword_score / nullif(max(keyword_score) OVER (), 0), 0)"
+            f" AS arm_score FROM scored ORDER BY arm_score DESC, id LIMIT %(k)s)"
+            f" SELECT {cols}, top.vector_score, top.keyword_score, top.scanned FROM top"
+            f" JOIN memories m ON m.id = top.id ORDER BY top.arm_score DESC, m.content_hash"
+        )
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            rows = await cur.fetchall()
+        scanned = int(rows[0]["scanned"]) if rows else 0
+        hits = []
+        for r in rows:
+            scores = {"keyword": float(r["keyword_score"])}
+            if r["vector_score"] is not None:
+                scores["vector"] = float(r["vector_score"])
+            hits.append(Hit(memory=row_to_memory(r), scores=scores, found_by=("temporal",)))
+        return hits, scanned
