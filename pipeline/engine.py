@@ -12,12 +12,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import filter as content_filter
+from . import ingest as ingest_path
 from . import recall as recall_pipeline
 from . import remember as remember_path
 from . import validate as v
 from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
 from .errors import InvalidInput, StoreError
+from .ingest import IngestResult
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
 from .providers.embedder import Embedder, make_embedder
@@ -127,13 +130,47 @@ class Engine:
     # -- tools ----------------------------------------------------------------------------------
 
     async def remember(self, item: MemoryInput | dict[str, Any]) -> Remembered:
-        [out] = await self.remember_many([item])
+        """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
+        content is an acknowledgement that ``filter.exclude_patterns`` names (``filter.py``)."""
+        [parsed] = remember_path.parse(self.config, [item])
+        content_filter.check_remember(parsed.content, self.config)
+        [out] = await self.remember_many([parsed])
         return out
 
     async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
-        """Validate every item, then embed and store them in one transaction."""
+        """Validate every item, then embed and store them in one transaction. Each new memory comes
+        back with the stored ones it closely resembles (``similar``); it is stored all the same."""
         inputs = remember_path.parse(self.config, items)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs)
+        f = self.config.filter
+        return await remember_path.store_inputs(
+            self.store, self.embedder, inputs, similar=(f.novelty_threshold, f.remember_similar_limit)
+        )
+
+    async def ingest(
+        self,
+        text: Any,
+        *,
+        kind: Any = "conversation",
+        project: Any = None,
+        source: Any = None,
+        occurred_at: Any = None,
+        category: Any = None,
+        tags: Any = None,
+        progress=None,
+    ) -> IngestResult:
+        """A conversation or a document in, memories out: split, filter, check novelty, store
+        (``pipeline/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
+        return await ingest_path.ingest(
+            self,
+            text,
+            kind=kind,
+            project=project,
+            source=source,
+            occurred_at=occurred_at,
+            category=category,
+            tags=tags,
+            progress=progress,
+        )
 
     def recall_request(
         self,

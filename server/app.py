@@ -23,7 +23,7 @@ from memlane.pipeline import render
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
 
-from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .models import ForgetResult, IngestResultOut, MemoryOut, RecallResult, RememberResult
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -193,6 +193,54 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 }
             )
         return RememberResult.of(out)
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Ingest", read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        )
+    )
+    async def ingest(
+        text: Annotated[
+            str,
+            Field(
+                description="A conversation ('Speaker: text' lines, or a JSON list of {role, content} "
+                "messages) or a document."
+            ),
+        ],
+        kind: Annotated[
+            Literal["conversation", "document"],
+            Field(description="conversation: one piece per turn; document: chunks of about 256 tokens."),
+        ] = "conversation",
+        project: Annotated[
+            str | None, Field(description="Project to file it under; omitted = the default project.")
+        ] = None,
+        source: Annotated[
+            str | None,
+            Field(
+                description="Name of the conversation or document; default 'ingest:' + a hash of the text."
+            ),
+        ] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="When it happened, ISO 8601; applies to every piece.")
+        ] = None,
+        category: Annotated[str | None, Field(description="Category for every piece.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags for every piece.")] = None,
+    ) -> Annotated[CallToolResult, IngestResultOut]:
+        """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
+        async with engine_for_call() as eng:
+            res = await eng.ingest(
+                text,
+                kind=kind,
+                project=project,
+                source=source,
+                occurred_at=occurred_at,
+                category=category,
+                tags=tags,
+            )
+        data = res.as_dict()
+        return CallToolResult(
+            content=[TextContent(type="text", text=render.to_text(data))], structured_content=data
+        )
 
     @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False))
     async def recall(

@@ -58,6 +58,11 @@ def add_parser(sub) -> None:
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
     p.add_argument("--ablate", action="store_true", help="also run each arm alone and in combinations")
+    p.add_argument(
+        "--ingest",
+        action="store_true",
+        help="also feed each session through ingest and report what it kept and R@k on that",
+    )
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
@@ -107,7 +112,15 @@ def _locomo(args, settings) -> int:
     if not data.exists():
         print(f"memlane bench: {data} does not exist (see README: getting LoCoMo)", file=sys.stderr)
         return 2
-    result = asyncio.run(locomo.run(settings, data, ablate=args.ablate, show_progress=not args.quiet))
+    result = asyncio.run(
+        locomo.run(
+            settings,
+            data,
+            ablate=args.ablate,
+            ingest_variant=getattr(args, "ingest", False),
+            show_progress=not args.quiet,
+        )
+    )
     _write(result, report.locomo_markdown(result), args, report.locomo_plot)
     return 0
 

@@ -44,14 +44,30 @@ class MemoryOut(BaseModel):
         )
 
 
+class SimilarMemory(BaseModel):
+    id: str
+    similarity: float = Field(description="Cosine similarity to the new memory (1 = same meaning).")
+
+
 class RememberResult(BaseModel):
     id: str
     status: str = Field(description="'created', or 'duplicate' when this exact memory was already stored.")
     project: str
+    similar: list[SimilarMemory] = Field(
+        default_factory=list,
+        description="Stored memories of the project that say nearly the same (filter.novelty_threshold), "
+        "most similar first. The new memory was stored anyway: if it corrects or replaces one of them, "
+        "update that one and forget this one.",
+    )
 
     @classmethod
     def of(cls, r: Remembered) -> RememberResult:
-        return cls(id=str(r.id), status=r.status, project=r.project)
+        return cls(
+            id=str(r.id),
+            status=r.status,
+            project=r.project,
+            similar=[SimilarMemory(id=str(i), similarity=s) for i, s in r.similar],
+        )
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
@@ -108,3 +124,35 @@ class ForgetResult(BaseModel):
     id: str
     status: str
     content: str
+
+
+class IngestPiece(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
+
+    position: int = Field(description="The piece's index in the input (its position in the source).")
+    status: str = Field(description="'stored', 'duplicate' (of duplicate_of) or 'filtered' (reason).")
+    turn: int | SkipJsonSchema[None] = Field(
+        default=None, description="conversation: the turn it comes from."
+    )
+    id: str | SkipJsonSchema[None] = Field(default=None, description="stored: the new memory's id.")
+    duplicate_of: str | SkipJsonSchema[None] = Field(
+        default=None, description="duplicate: the memory it matched (stored before, or by this call)."
+    )
+    similarity: float | SkipJsonSchema[None] = None
+    reason: str | SkipJsonSchema[None] = Field(default=None, description="filtered: why.")
+    preview: str = Field(description="The start of the piece's text.")
+
+
+class IngestCounts(BaseModel):
+    pieces: int
+    stored: int
+    duplicate: int
+    filtered: int
+
+
+class IngestResultOut(BaseModel):
+    project: str
+    source: str = Field(description="The source every piece was stored under (given or generated).")
+    kind: str
+    counts: IngestCounts
+    pieces: list[IngestPiece]

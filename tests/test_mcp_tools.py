@@ -169,7 +169,7 @@ async def test_recall_returns_the_informative_fields_with_the_stored_values(conn
                 "metadata": {"source": "retro"},
             },
         )
-        assert set(out) == {"id", "status", "project"}
+        assert set(out) == {"id", "status", "project", "similar"} and out["similar"] == []
         assert out["project"] == "ops" and out["status"] == "created"
         res = await call(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
     assert set(res) == {"memories", "tokens_used"}  # no trace without explain=true, no note
@@ -225,7 +225,7 @@ async def test_remembering_the_same_memory_twice_returns_the_same_id_as_a_duplic
         first = await call(client, "remember", {"content": "Alice leads the payments team"})
         again = await call(client, "remember", {"content": "  Alice leads the payments team  "})
         assert first["status"] == "created"
-        assert again == {"id": first["id"], "status": "duplicate", "project": "default"}
+        assert again == {"id": first["id"], "status": "duplicate", "project": "default", "similar": []}
         # The same words at another time, or in another project, are another memory.
         dated = await call(
             client, "remember", {"content": "Alice leads the payments team", "occurred_at": "2023-01-01"}

@@ -36,6 +36,7 @@ from .browse import BrowseQueries
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
+from .upkeep import UpkeepQueries
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class StoredRow:
     position: int | None = None
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries, UpkeepQueries):
     def __init__(
         self,
         dsn: str,
@@ -745,3 +746,6 @@ for _name in (
     "resolve_id",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))
+
+# Novelty's batch look-up is a read too (migration-free addition of the ingest work).
+Store.nearest_many = _read_again_once(Store.nearest_many)
