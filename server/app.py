@@ -45,6 +45,11 @@ Call `recall` before you answer anything about the user, their projects or past 
 you ask the user something they may already have told you. Ask in words ("which database did we
 pick for billing and why?"). Use `update` when a memory has become wrong and `forget` when the user
 asks you to forget something.
+
+Call `ingest` to hand over a whole conversation or document when the user asks you to keep it (or a
+long session ends): memlane splits it, drops acknowledgements and filler, skips what it already
+knows, and says what it stored. `remember` answers with `similar` memories when one already says
+nearly the same: update that one instead of keeping both when the new one replaces it.
 """
 
 

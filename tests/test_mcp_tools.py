@@ -91,7 +91,7 @@ async def recall_contents(client: Client, query: str, **args: Any) -> list[str]:
 async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_annotations(connect):
     async with connect() as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"remember", "recall", "forget", "update"}
+    assert set(tools) == {"remember", "recall", "forget", "update", "ingest"}
     for tool in tools.values():
         assert tool.description and len(tool.description) > 40, tool.name
         assert tool.input_schema["type"] == "object"
@@ -105,8 +105,9 @@ async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_ann
     assert tools["recall"].input_schema["required"] == ["query"]
     assert tools["forget"].input_schema["required"] == ["id"]
     assert tools["update"].input_schema["required"] == ["id"]
+    assert tools["ingest"].input_schema["required"] == ["text"]
     # Parameters carry descriptions a model can read.
-    for name in ("remember", "recall"):
+    for name in ("remember", "recall", "ingest"):
         props = tools[name].input_schema["properties"]
         assert all(p.get("description") for p in props.values()), name
 
