@@ -83,6 +83,17 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=7)
     _common(p, plot=False)
 
+    p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
+    p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
+    p.add_argument(
+        "--every",
+        type=int,
+        default=50,
+        help="plant a near-duplicate and an expired memory every N (default 50)",
+    )
+    p.add_argument("--seed", type=int, default=7)
+    _common(p, plot=False)
+
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
     p.add_argument("--output", metavar="DIR", default="bench/results")
     p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
@@ -164,6 +175,19 @@ def _llm(args, settings) -> int:
     return 0
 
 
+def _maintain(args, settings) -> int:
+    from .bench import upkeep
+
+    if args.memories < 1 or args.every < 2:
+        print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        upkeep.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
+    )
+    _write(result, upkeep.markdown(result), args)
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[1]
@@ -208,5 +232,12 @@ def _all(args, settings) -> int:
 
 
 def run(args, settings) -> int:
-    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "llm": _llm, "all": _all}
+    handlers = {
+        "locomo": _locomo,
+        "latency": _latency,
+        "mcp": _mcp,
+        "llm": _llm,
+        "maintain": _maintain,
+        "all": _all,
+    }
     return handlers[args.bench](args, settings)
