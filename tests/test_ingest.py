@@ -372,3 +372,21 @@ def test_ingest_command_reads_a_file_or_stdin(settings, capsys, monkeypatch, tmp
     assert "cannot read" in capsys.readouterr().err
     assert main(["remember", "thanks"]) == 1
     assert "exclude_patterns" in capsys.readouterr().err
+
+
+async def test_semantic_strategy_through_ingest(engine_config, embedder):
+    chunker = engine_config.chunker.model_copy(update={"strategy": "semantic", "min_tokens": 5})
+    eng = Engine(engine_config.model_copy(update={"chunker": chunker}), embedder=embedder)
+    await eng.open()
+    try:
+        text = (
+            "The billing service retries failed card payments three times. Billing sends invoices on the "
+            "first of the month.\n\nOur cat Miso loves sleeping on the sofa. Miso eats salmon every evening."
+        )
+        res = await eng.ingest(text, kind="document", source="notes.md")
+        assert res.counts["stored"] == 2
+        first, second = [await eng.get(p.id) for p in res.pieces]
+        assert "billing" in first.content.lower() and "miso" in second.content.lower()
+        assert (first.position, second.position) == (0, 1)
+    finally:
+        await eng.close()
