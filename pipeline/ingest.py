@@ -57,6 +57,9 @@ class Piece:
     similarity: float | None = None
     reason: str | None = None
     rule: str | None = None  # filtered: the check that dropped it (filter.Verdict.rule, or "empty")
+    match_position: int | None = (
+        None  # duplicate of an earlier piece of this input (id known after the insert)
+    )
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"position": self.position, "status": self.status}
@@ -224,7 +227,7 @@ async def ingest(
                 piece.similarity = round(best_sim, 4)
                 piece.duplicate_of = best_id
                 if best_piece is not None:
-                    piece.reason = f"@{best_piece.position}"  # resolved to its id after the insert
+                    piece.match_position = best_piece.position
                 continue
             to_store.append((piece, item, vec))
             stored_vecs.append(arr)
@@ -260,7 +263,7 @@ async def ingest(
                 piece.status, piece.duplicate_of, piece.similarity = "duplicate", mid, 1.0
     by_position = {p.position: p for p in result.pieces}
     for p in result.pieces:
-        if p.status == "duplicate" and p.reason and p.reason.startswith("@"):
-            target = by_position[int(p.reason[1:])]
-            p.duplicate_of, p.reason = target.id or target.duplicate_of, None
+        if p.match_position is not None:
+            target = by_position[p.match_position]
+            p.duplicate_of = target.id or target.duplicate_of
     return result
