@@ -70,13 +70,31 @@ def _compiled(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern], ...]:
     return tuple((p, re.compile(p, re.IGNORECASE)) for p in patterns)
 
 
+_SEGMENT_SPLIT_RE = re.compile(r"[,.!?;:…]+\s*|\s+-+\s+")
+
+
 def excluded_by(text: str, cfg: FilterConfig) -> str | None:
-    """The exclude pattern that ``text`` wholly matches (surrounding spaces and punctuation ignored)."""
+    """The exclude pattern that ``text`` wholly matches (surrounding spaces and punctuation ignored),
+    or, for a run of acknowledgements ("Perfect, thank you so much!", "ok, got it."), the pattern of
+    its first part: every part must match one."""
+    compiled = _compiled(tuple(cfg.exclude_patterns))
+    if not compiled:
+        return None
     core = text.strip(_EDGE_PUNCT).strip()
-    for pattern, rx in _compiled(tuple(cfg.exclude_patterns)):
+    for pattern, rx in compiled:
         if rx.fullmatch(core) or rx.fullmatch(text.strip()):
             return pattern
-    return None
+    parts = [p.strip(_EDGE_PUNCT).strip() for p in _SEGMENT_SPLIT_RE.split(core)]
+    parts = [p for p in parts if p]
+    if len(parts) < 2:
+        return None
+    matched = []
+    for part in parts:
+        hit = next((pattern for pattern, rx in compiled if rx.fullmatch(part)), None)
+        if hit is None:
+            return None
+        matched.append(hit)
+    return matched[0]
 
 
 def score(text: str, cfg: FilterConfig, common_rank: int) -> float:

@@ -168,6 +168,62 @@ def test_short_and_low_information_pieces_are_dropped_with_the_reason():
     ).keep
 
 
+# Assistant-style turns written for this test (not from LoCoMo, which the defaults were checked on),
+# labelled by hand: KEEP holds what a memory should keep (facts, preferences, decisions, plans,
+# events), DROP conversational filler.
+ASSISTANT_KEEP = [
+    "I'm allergic to penicillin, so keep that in mind for anything medical.",
+    "We moved the standup to 9:30 starting next week.",
+    "My sister Ana is visiting from Porto in October.",
+    "Use pnpm, not npm, in this repository.",
+    "The staging database password rotates every 90 days.",
+    "I prefer short answers with code first.",
+    "Let's call the new service ledger.",
+    "I'll be offline from Friday until the 14th.",
+    "Our budget for the offsite is 12k euros.",
+    "I switched from VS Code to Neovim last month.",
+    "The client wants the mockups by Thursday noon.",
+    "My son plays the cello in the school orchestra.",
+    "We agreed to drop support for Python 3.8.",
+    "I run every morning before work, usually 5k.",
+    "The outage was caused by an expired TLS certificate on the gateway.",
+    "Remind me to renew my passport before March.",
+    "I don't eat pork.",
+    "Deploys are frozen during the last week of December.",
+]
+ASSISTANT_DROP = [
+    "ok",
+    "Thanks!",
+    "Got it, thanks.",
+    "lol",
+    "Sounds good!",
+    "Sure, go ahead.",
+    "Yes please.",
+    "Hmm, let me think.",
+    "That's great!",
+    "Perfect, thank you so much!",
+    "Can you say that again?",
+    "Cool cool.",
+    "Nice one!",
+    "Oh wow, really?",
+    "Hi there!",
+    "I see what you mean.",
+    "Haha that's funny.",
+    "No worries.",
+]
+
+
+def test_default_filter_on_held_out_assistant_turns_keeps_every_fact_and_drops_most_filler():
+    cfg = EngineConfig()
+    lost = [t for t in ASSISTANT_KEEP if not content_filter.judge(t, cfg).keep]
+    kept_filler = [t for t in ASSISTANT_DROP if content_filter.judge(t, cfg).keep]
+    assert lost == []
+    assert len(kept_filler) <= len(ASSISTANT_DROP) // 5, kept_filler
+    # A run of acknowledgements is one: "ok, got it." is dropped, "ok so ... Friday" is not.
+    assert not content_filter.judge("ok, got it.", cfg).keep
+    assert content_filter.judge("ok so the release moved to Friday", cfg).keep
+
+
 def test_bad_exclude_pattern_is_a_config_error():
     with pytest.raises(ValueError, match="not a valid regex"):
         FilterConfig(exclude_patterns=["(unclosed"])
