@@ -746,6 +746,3 @@ for _name in (
     "resolve_id",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))
-
-# Novelty's batch look-up is a read too (migration-free addition of the ingest work).
-Store.nearest_many = _read_again_once(Store.nearest_many)

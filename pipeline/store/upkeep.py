@@ -31,7 +31,9 @@ class UpkeepQueries:
         self, project: str, embeddings: list[list[float]], k: int
     ) -> list[list[tuple[UUID, float]]]:
         """For each vector, its ``k`` nearest unexpired memories of ``project`` as (id, cosine
-        similarity), best first: one statement for the whole batch (a LATERAL HNSW scan per vector)."""
+        similarity), best first: one statement for the whole batch (a LATERAL HNSW scan per vector).
+        Not retried on a lost connection, unlike other reads: it is the first statement of a
+        remember or an ingest, which then fails whole ("retry the call") as a write does."""
         if not embeddings or k < 1:
             return [[] for _ in embeddings]
         async with self._connection() as conn:
