@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from . import access
+from . import filter as content_filter
+from . import ingest as ingest_path
 from . import recall as recall_pipeline
 from . import remember as remember_path
 from . import validate as v
@@ -22,6 +24,7 @@ from .context import RecallContext
 from .errors import EmbeddingFailed, InvalidInput, StoreError
 from .facttypes import classify as classify_fact
 from .facttypes import fact_types_filter
+from .ingest import IngestResult
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
 from .providers.embedder import Embedder, embed_texts, make_embedder
@@ -136,19 +139,30 @@ class Engine:
     async def remember(
         self, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
     ) -> Remembered:
-        [out] = await self.remember_many([item], principal=principal)
+        """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
+        content is an acknowledgement that ``filter.exclude_patterns`` names (``filter.py``)."""
+        [parsed] = remember_path.parse(self.config, [item])
+        content_filter.check_remember(parsed.content, self.config)
+        [out] = await self.remember_many([parsed], principal=principal)
         return out
 
     async def remember_many(
         self, items: list[MemoryInput | dict[str, Any]], *, principal: Principal | None = None
     ) -> list[Remembered]:
         """Validate every item, then embed and store them in one transaction. ``principal``: the
-        caller (None: the local user), who must be allowed every item's project."""
+        caller (None: the local user), who must be allowed every item's project. Each new memory
+        comes back with the stored ones it closely resembles (``similar``); it is stored all the same."""
         inputs = remember_path.parse(self.config, items)
         for m in inputs:
             access.check(principal, m.project)
+        f = self.config.filter
         return await remember_path.store_inputs(
-            self.store, self.embedder, inputs, self.topics, timeout_s=self.config.embedding.embed_timeout_s
+            self.store,
+            self.embedder,
+            inputs,
+            self.topics,
+            timeout_s=self.config.embedding.embed_timeout_s,
+            similar=(f.novelty_threshold, f.remember_similar_limit),
         )
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
@@ -156,6 +170,34 @@ class Engine:
         if principal is None or principal.everything:
             return None
         return access.readable_projects(principal, [p.project for p in await self.store.project_summaries()])
+
+    async def ingest(
+        self,
+        text: Any,
+        *,
+        kind: Any = "conversation",
+        project: Any = None,
+        source: Any = None,
+        occurred_at: Any = None,
+        category: Any = None,
+        tags: Any = None,
+        progress=None,
+        principal: Principal | None = None,
+    ) -> IngestResult:
+        """A conversation or a document in, memories out: split, filter, check novelty, store
+        (``pipeline/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
+        return await ingest_path.ingest(
+            self,
+            text,
+            kind=kind,
+            project=project,
+            source=source,
+            occurred_at=occurred_at,
+            category=category,
+            tags=tags,
+            progress=progress,
+            principal=principal,
+        )
 
     def recall_request(
         self,

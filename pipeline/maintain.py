@@ -14,8 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
+from . import validate as v
 from .errors import InvalidInput, StoreError
 from .store.topics import add_to_sums
 
@@ -68,6 +71,102 @@ async def _analyse(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
         await engine.store.vacuum_analyse(table)
         ctx.report(i, len(tables))
     return {"vacuumed": tables}
+
+
+PURGE_BATCH = 1000
+MERGE_BATCH = 200  # memories probed per statement (each with its nearest neighbours)
+MERGE_NEIGHBOURS = 8
+MERGE_CURSOR = "maintain.merge.cursor"  # memlane_settings key: where an interrupted merge resumes
+PROVENANCE_CHARS = 500
+
+
+async def _purge(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Delete memories past their ``expires_at`` (recall already ignores them), in batches."""
+    total = await engine.store.count_expired()
+    if ctx.dry_run:
+        return {"would_purge": total}
+    purged = 0
+    while True:
+        n = await engine.store.purge_expired(PURGE_BATCH)
+        purged += n
+        ctx.report(purged, max(total, purged))
+        if n < PURGE_BATCH:
+            break
+    return {"purged": purged}
+
+
+def _provenance(rows) -> list[dict[str, Any]]:
+    """What ``metadata.merged_from`` keeps of each merged-away memory (and of what it had absorbed)."""
+    out = []
+    for m in rows:
+        content = m.content if len(m.content) <= PROVENANCE_CHARS else m.content[: PROVENANCE_CHARS - 1] + "…"
+        out.append(
+            {
+                "id": str(m.id),
+                "content": content,
+                "content_hash": v.content_hash(m.content, m.occurred_at),
+                "created_at": m.created_at.isoformat(),
+            }
+        )
+        out.extend(
+            m.metadata.get("merged_from", []) if isinstance(m.metadata.get("merged_from"), list) else []
+        )
+    return out
+
+
+async def _merge(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Merge near-duplicates (cosine >= filter.merge_threshold, same project) into the oldest: memories
+    are visited oldest first, each absorbing its newer near-duplicates (not theirs in turn, so no
+    chain of small differences adds up). One transaction per merge; a cursor in memlane_settings lets
+    an interrupted run resume, and is cleared when a run completes."""
+    threshold = engine.config.filter.merge_threshold
+    store = engine.store
+    total = await store.count_embedded()
+    cursor = None if ctx.dry_run else await store.get_setting(MERGE_CURSOR)
+    after = None
+    if cursor:
+        created, _, mid = cursor.partition("|")
+        after = (datetime.fromisoformat(created), UUID(mid))
+    seen, merges, merged_ids = 0, [], 0
+    gone: set[UUID] = set()
+    while True:
+        probes = await store.merge_probes(after, MERGE_BATCH, MERGE_NEIGHBOURS)
+        if not probes:
+            break
+        for p in probes:
+            if p.id in gone:
+                continue
+            newer = [
+                nid for nid, sim, key in p.neighbours if sim >= threshold and key > p.key and nid not in gone
+            ]
+            if not newer:
+                continue
+            if ctx.dry_run:
+                merges.append({"id": str(p.id), "would_merge": [str(n) for n in newer]})
+                gone.update(newer)
+                merged_ids += len(newer)
+                continue
+            done = await store.merge_memories(p.id, newer, _provenance)
+            if done is not None:
+                merges.append(done)
+                gone.update(UUID(n) for n in done["merged"])
+                merged_ids += len(done["merged"])
+        after = probes[-1].key
+        seen += len(probes)
+        if not ctx.dry_run:
+            await store.set_setting(MERGE_CURSOR, f"{after[0].isoformat()}|{after[1]}")
+        ctx.report(min(seen, total), total)
+    if not ctx.dry_run:
+        await store.delete_setting(MERGE_CURSOR)
+    key = "would_merge" if ctx.dry_run else "merged"
+    return {
+        "threshold": threshold,
+        "checked": seen,
+        "resumed": bool(cursor),
+        key: merged_ids,
+        "groups": merges[:50],  # the first 50 merges, for the report
+        "groups_total": len(merges),
+    }
 
 
 BACKFILL_BATCH = 256
@@ -124,6 +223,8 @@ async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
 TASKS: dict[str, Task] = {
     t.name: t
     for t in (
+        Task("purge", "delete memories past their expires_at, in batches", _purge),
+        Task("merge", "merge near-duplicates (filter.merge_threshold) of a project into the oldest", _merge),
         Task(
             "summaries",
             "topics and fact types for memories stored before them; refresh changed category summaries",

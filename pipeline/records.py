@@ -38,6 +38,9 @@ class Remembered:
     status: str  # "created", or "duplicate" when this exact memory was already stored
     project: str
     redacted: tuple[tuple[str, int], ...] = ()  # (kind, count) of secrets replaced before storing
+    # Stored memories of the project at or above filter.novelty_threshold (id, cosine similarity),
+    # most similar first: the new memory was stored anyway; the caller may prefer ``update``.
+    similar: tuple[tuple[UUID, float], ...] = ()
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from . import facttypes
 from .config import EngineConfig
@@ -19,16 +20,38 @@ def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[
 
 
 async def store_inputs(
-    store, embedder, inputs: list[MemoryInput], topics=None, *, timeout_s: float = 60.0
+    store,
+    embedder,
+    inputs: list[MemoryInput],
+    topics=None,
+    *,
+    timeout_s: float = 60.0,
+    similar: tuple[float, int] | None = None,
+    vectors: list[list[float]] | None = None,
 ) -> list[Remembered]:
     """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
     result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
+    ``vectors``: the inputs' embeddings when the caller has them already (ingest).
     ``topics`` (pipeline/topics.Topics, when ``[topics] enabled``) assigns topics and fact types:
-    the first topic becomes the category when the caller gave none."""
-    try:
-        vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
-    except EmbeddingFailed as e:
-        raise EmbeddingFailed(f"{e}; nothing was stored") from e
+    the first topic becomes the category when the caller gave none.
+    ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
+    already stored in its project with a cosine similarity at or above ``threshold`` (one nearest-
+    neighbour statement per project in the batch, before the insert)."""
+    if vectors is None:
+        try:
+            vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
+        except EmbeddingFailed as e:
+            raise EmbeddingFailed(f"{e}; nothing was stored") from e
+    near: list[tuple[tuple[UUID, float], ...]] = [()] * len(inputs)
+    if similar is not None and similar[1] > 0 and inputs:
+        threshold, limit = similar
+        by_project: dict[str, list[int]] = {}
+        for i, m in enumerate(inputs):
+            by_project.setdefault(m.project, []).append(i)
+        for project, idx in by_project.items():
+            found = await store.nearest_many(project, [vectors[i] for i in idx], limit)
+            for i, hits in zip(idx, found, strict=True):
+                near[i] = tuple((mid, round(sim, 4)) for mid, sim in hits if sim >= threshold)
     if topics is not None and topics.enabled:
         assigned = await topics.assign_batch(store, [(m.project, m.content) for m in inputs], vectors)
         inputs = [
@@ -75,6 +98,8 @@ async def store_inputs(
             status="created" if created else "duplicate",
             project=m.project,
             redacted=tuple((r["kind"], r["count"]) for r in m.redacted),
+            # A duplicate is the stored memory itself: nothing new to compare.
+            similar=tuple(s for s in hits if s[0] != mid) if created else (),
         )
-        for m, (mid, created) in zip(inputs, results, strict=True)
+        for m, (mid, created), hits in zip(inputs, results, near, strict=True)
     ]

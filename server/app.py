@@ -35,7 +35,15 @@ from memlane.pipeline.errors import (
 from memlane.pipeline.inputs import MemoryPatch
 
 from .auth import HttpAuth, principal_of
-from .models import ForgetResult, MemoryOut, RecallResult, Redaction, RememberResult, UpdateResult
+from .models import (
+    ForgetResult,
+    IngestResultOut,
+    MemoryOut,
+    RecallResult,
+    Redaction,
+    RememberResult,
+    UpdateResult,
+)
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -57,6 +65,11 @@ Call `recall` before you answer anything about the user, their projects or past 
 you ask the user something they may already have told you. Ask in words ("which database did we
 pick for billing and why?"). Use `update` when a memory has become wrong and `forget` when the user
 asks you to forget something.
+
+Call `ingest` to hand over a whole conversation or document when the user asks you to keep it (or a
+long session ends): memlane splits it, drops acknowledgements and filler, skips what it already
+knows, and says what it stored. `remember` answers with `similar` memories when one already says
+nearly the same: update that one instead of keeping both when the new one replaces it.
 """
 
 
@@ -232,6 +245,56 @@ def build_server(
                 principal=who,
             )
         return RememberResult.of(out)
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Ingest", read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        )
+    )
+    async def ingest(
+        text: Annotated[
+            str,
+            Field(
+                description="A conversation ('Speaker: text' lines, or a JSON list of {role, content} "
+                "messages) or a document."
+            ),
+        ],
+        kind: Annotated[
+            Literal["conversation", "document"],
+            Field(description="conversation: one piece per turn; document: chunks of about 256 tokens."),
+        ] = "conversation",
+        project: Annotated[
+            str | None, Field(description="Project to file it under; omitted = the default project.")
+        ] = None,
+        source: Annotated[
+            str | None,
+            Field(
+                description="Name of the conversation or document; default 'ingest:' + a hash of the text."
+            ),
+        ] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="When it happened, ISO 8601; applies to every piece.")
+        ] = None,
+        category: Annotated[str | None, Field(description="Category for every piece.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags for every piece.")] = None,
+    ) -> Annotated[CallToolResult, IngestResultOut]:
+        """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
+        who = caller()
+        async with engine_for_call() as eng:
+            res = await eng.ingest(
+                text,
+                kind=kind,
+                project=project,
+                source=source,
+                occurred_at=occurred_at,
+                category=category,
+                tags=tags,
+                principal=who,
+            )
+        data = res.as_dict()
+        return CallToolResult(
+            content=[TextContent(type="text", text=render.to_text(data))], structured_content=data
+        )
 
     @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False))
     async def recall(

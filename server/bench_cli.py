@@ -68,6 +68,11 @@ def add_parser(sub) -> None:
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
     p.add_argument("--ablate", action="store_true", help="also run each arm alone and in combinations")
+    p.add_argument(
+        "--ingest",
+        action="store_true",
+        help="also feed each session through ingest and report what it kept and R@k on that",
+    )
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
@@ -99,6 +104,17 @@ def add_parser(sub) -> None:
     )
     _common(p, plot=False)
 
+    p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
+    p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
+    p.add_argument(
+        "--every",
+        type=int,
+        default=50,
+        help="plant a near-duplicate and an expired memory every N (default 50)",
+    )
+    p.add_argument("--seed", type=int, default=7)
+    _common(p, plot=False)
+
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
     p.add_argument("--output", metavar="DIR", default="bench/results")
     p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
@@ -128,7 +144,15 @@ def _locomo(args, settings) -> int:
     if not data.exists():
         print(f"memlane bench: {data} does not exist (see README: getting LoCoMo)", file=sys.stderr)
         return 2
-    result = asyncio.run(locomo.run(settings, data, ablate=args.ablate, show_progress=not args.quiet))
+    result = asyncio.run(
+        locomo.run(
+            settings,
+            data,
+            ablate=args.ablate,
+            ingest_variant=getattr(args, "ingest", False),
+            show_progress=not args.quiet,
+        )
+    )
     _write(result, report.locomo_markdown(result), args, report.locomo_plot)
     return 0
 
@@ -192,6 +216,19 @@ def _load(args, settings) -> int:
     return 0
 
 
+def _maintain(args, settings) -> int:
+    from .bench import upkeep
+
+    if args.memories < 1 or args.every < 2:
+        print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        upkeep.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
+    )
+    _write(result, upkeep.markdown(result), args)
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[1]
@@ -236,5 +273,13 @@ def _all(args, settings) -> int:
 
 
 def run(args, settings) -> int:
-    handlers = {"locomo": _locomo, "latency": _latency, "mcp": _mcp, "llm": _llm, "load": _load, "all": _all}
+    handlers = {
+        "locomo": _locomo,
+        "latency": _latency,
+        "mcp": _mcp,
+        "llm": _llm,
+        "load": _load,
+        "maintain": _maintain,
+        "all": _all,
+    }
     return handlers[args.bench](args, settings)

@@ -1,5 +1,5 @@
-"""The ``memlane`` command: serve, remember, recall, import, export, doctor, maintain, reembed, prompts,
-token, bench."""
+"""The ``memlane`` command: serve, remember, ingest, recall, import, export, doctor, maintain, reembed,
+prompts, token, bench."""
 
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--expires-at")
     s.add_argument("--metadata", help="a JSON object")
     s.add_argument("--fact-type", help="world, experience or opinion (default: classified)")
+
+    s = sub.add_parser(
+        "ingest", help="store what is worth keeping from a conversation or document (split, filter, dedupe)"
+    )
+    s.add_argument("file", help="a text file; '-' for stdin")
+    s.add_argument("--kind", choices=["conversation", "document"], default="conversation")
+    s.add_argument("--project")
+    s.add_argument("--source", help="default: the file's name, or 'ingest:' + a hash of the text for stdin")
+    s.add_argument("--occurred-at")
+    s.add_argument("--category")
+    s.add_argument("--tag", action="append", dest="tags", help="repeatable")
+    s.add_argument("--json", action="store_true", help="print every piece's decision as JSON")
 
     s = sub.add_parser("recall", help="search memories")
     s.add_argument("query")

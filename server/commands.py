@@ -63,6 +63,48 @@ async def cmd_remember(engine: Engine, args) -> int:
     return 0
 
 
+async def cmd_ingest(engine: Engine, args) -> int:
+    """``memlane ingest FILE|-``: the counts (or, with --json, every piece's decision) on stdout, a
+    progress bar on stderr while a long input is embedded."""
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {args.file}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidInput(f"{args.file} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    source = args.source
+    if source is None and args.file != "-":
+        source = Path(args.file).name
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = _progress(total, "ingesting")
+        bar.update(done - bar.n)
+
+    try:
+        res = await engine.ingest(
+            text,
+            kind=args.kind,
+            project=args.project,
+            source=source,
+            occurred_at=args.occurred_at,
+            category=args.category,
+            tags=args.tags,
+            progress=progress,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    data = res.as_dict()
+    if not args.json:
+        data = {k: data[k] for k in ("project", "source", "kind", "counts")}
+        data["filtered_by"] = res.filtered_by()
+    print(json.dumps(data, ensure_ascii=False))
+    return 0
+
+
 async def cmd_recall(engine: Engine, args) -> int:
     req = engine.recall_request(
         args.query,

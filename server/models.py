@@ -64,6 +64,11 @@ def _drop_absent_redactions(self, handler):
     return data
 
 
+class SimilarMemory(BaseModel):
+    id: str
+    similarity: float = Field(description="Cosine similarity to the new memory (1 = same meaning).")
+
+
 class RememberResult(BaseModel):
     model_config = ConfigDict(json_schema_extra=lambda s: _no_null_defaults(s))
 
@@ -78,10 +83,23 @@ class RememberResult(BaseModel):
 
     _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)
 
+    similar: list[SimilarMemory] = Field(
+        default_factory=list,
+        description="Stored memories of the project that say nearly the same (filter.novelty_threshold), "
+        "most similar first. The new memory was stored anyway: if it corrects or replaces one of them, "
+        "update that one and forget this one.",
+    )
+
     @classmethod
     def of(cls, r: Remembered) -> RememberResult:
         redacted = [Redaction(kind=k, count=n) for k, n in r.redacted] or None
-        return cls(id=str(r.id), status=r.status, project=r.project, redacted=redacted)
+        return cls(
+            id=str(r.id),
+            status=r.status,
+            project=r.project,
+            redacted=redacted,
+            similar=[SimilarMemory(id=str(i), similarity=s) for i, s in r.similar],
+        )
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
@@ -157,3 +175,35 @@ class UpdateResult(MemoryOut):
     )
 
     _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)
+
+
+class IngestPiece(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
+
+    position: int = Field(description="The piece's index in the input (its position in the source).")
+    status: str = Field(description="'stored', 'duplicate' (of duplicate_of) or 'filtered' (reason).")
+    turn: int | SkipJsonSchema[None] = Field(
+        default=None, description="conversation: the turn it comes from."
+    )
+    id: str | SkipJsonSchema[None] = Field(default=None, description="stored: the new memory's id.")
+    duplicate_of: str | SkipJsonSchema[None] = Field(
+        default=None, description="duplicate: the memory it matched (stored before, or by this call)."
+    )
+    similarity: float | SkipJsonSchema[None] = None
+    reason: str | SkipJsonSchema[None] = Field(default=None, description="filtered: why.")
+    preview: str = Field(description="The start of the piece's text.")
+
+
+class IngestCounts(BaseModel):
+    pieces: int
+    stored: int
+    duplicate: int
+    filtered: int
+
+
+class IngestResultOut(BaseModel):
+    project: str
+    source: str = Field(description="The source every piece was stored under (given or generated).")
+    kind: str
+    counts: IngestCounts
+    pieces: list[IngestPiece]

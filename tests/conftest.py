@@ -3,7 +3,10 @@ embedding model, and helpers to run ``memlane`` as a real subprocess."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +28,26 @@ from memlane.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMLANE = str(Path(sys.executable).with_name("memlane"))
+
+# Every temporary directory of the session (the embedded servers' data directories among them, about
+# 2 GB each) lives under one directory, removed when the session ends: after pgserver's exit handler
+# has stopped the session's server (registered later, so it runs first).
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="memlane-tests-"))
+SESSION_TMP.chmod(0o755)  # the embedded server runs as another user when the tests run as root
+tempfile.tempdir = str(SESSION_TMP)
+os.environ["TMPDIR"] = str(SESSION_TMP)
+
+
+def _remove_session_tmp() -> None:
+    for pid_file in SESSION_TMP.glob("**/postmaster.pid"):  # a server a killed test process left
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
+        except (OSError, ValueError, IndexError):
+            pass
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
+
+atexit.register(_remove_session_tmp)
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_inspector_lists_the_four_memlane_tools(data_dir):
     rc, out, err = inspector(data_dir, "--method", "tools/list")
     assert rc == 0, err
     tools = {t["name"]: t for t in out["result"]["tools"]}
-    assert set(tools) == {"remember", "recall", "forget", "update"}
+    assert set(tools) == {"remember", "recall", "forget", "update", "ingest"}
     assert tools["recall"]["annotations"]["readOnlyHint"] is True
     assert tools["forget"]["annotations"]["destructiveHint"] is True
     assert "content" in tools["remember"]["inputSchema"]["properties"]

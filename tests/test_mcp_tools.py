@@ -91,7 +91,7 @@ async def recall_contents(client: Client, query: str, **args: Any) -> list[str]:
 async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_annotations(connect):
     async with connect() as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"remember", "recall", "forget", "update"}
+    assert set(tools) == {"remember", "recall", "forget", "update", "ingest"}
     for tool in tools.values():
         assert tool.description and len(tool.description) > 40, tool.name
         assert tool.input_schema["type"] == "object"
@@ -105,8 +105,9 @@ async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_ann
     assert tools["recall"].input_schema["required"] == ["query"]
     assert tools["forget"].input_schema["required"] == ["id"]
     assert tools["update"].input_schema["required"] == ["id"]
+    assert tools["ingest"].input_schema["required"] == ["text"]
     # Parameters carry descriptions a model can read.
-    for name in ("remember", "recall"):
+    for name in ("remember", "recall", "ingest"):
         props = tools[name].input_schema["properties"]
         assert all(p.get("description") for p in props.values()), name
 
@@ -169,7 +170,7 @@ async def test_recall_returns_the_informative_fields_with_the_stored_values(conn
                 "metadata": {"source": "retro"},
             },
         )
-        assert set(out) == {"id", "status", "project"}
+        assert set(out) == {"id", "status", "project", "similar"} and out["similar"] == []
         assert out["project"] == "ops" and out["status"] == "created"
         res = await call(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
     assert set(res) == {"memories", "tokens_used"}  # no trace without explain=true, no note
@@ -226,7 +227,7 @@ async def test_remembering_the_same_memory_twice_returns_the_same_id_as_a_duplic
         first = await call(client, "remember", {"content": "Alice leads the payments team"})
         again = await call(client, "remember", {"content": "  Alice leads the payments team  "})
         assert first["status"] == "created"
-        assert again == {"id": first["id"], "status": "duplicate", "project": "default"}
+        assert again == {"id": first["id"], "status": "duplicate", "project": "default", "similar": []}
         # The same words at another time, or in another project, are another memory.
         dated = await call(
             client, "remember", {"content": "Alice leads the payments team", "occurred_at": "2023-01-01"}

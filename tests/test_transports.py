@@ -88,7 +88,7 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any
 async def memory_lifecycle(client: Client, project: str) -> None:
     """remember -> recall -> update -> recall sees the new content -> forget -> recall misses it."""
     tools = {t.name for t in (await client.list_tools()).tools}
-    assert tools == {"remember", "recall", "forget", "update"}
+    assert tools == {"remember", "recall", "forget", "update", "ingest"}
     await call(client, "remember", {"content": "The CI pipeline runs on GitHub Actions", "project": project})
     out = await call(
         client,
@@ -239,7 +239,13 @@ def test_stdio_stdout_carries_only_json_rpc(tmp_path):
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         listed = response(2)
-        assert {t["name"] for t in listed["result"]["tools"]} == {"remember", "recall", "forget", "update"}
+        assert {t["name"] for t in listed["result"]["tools"]} == {
+            "remember",
+            "recall",
+            "forget",
+            "update",
+            "ingest",
+        }
         send(
             {
                 "jsonrpc": "2.0",

@@ -37,6 +37,7 @@ from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
 from .topics import TopicQueries, add_to_sums, upsert_topic_sums
+from .upkeep import UpkeepQueries
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class StoredRow:
     auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries):
     def __init__(
         self,
         dsn: str,

@@ -139,6 +139,75 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
     return out, stats
 
 
+async def ingest_sessions(
+    ctx: BenchContext, convs: list[Conversation], show: bool
+) -> tuple[list[Ingested], dict]:
+    """The ``--ingest`` variant: each session goes through ``Engine.ingest`` as one conversation
+    ("Speaker: text" lines, the session date as occurred_at, source locomo-<conv>-session-<n>); every
+    piece maps back to its turn (the result's ``turn``), so a stored piece is its dia id and a
+    duplicate counts as the memory it matched, as an exact duplicate does in the remember run."""
+    engine, out, seconds = ctx.engine, [], 0.0
+    counts: Counter = Counter()
+    reasons: Counter = Counter()
+    status_of: dict[tuple[str, str], set[str]] = {}  # (conversation, dia id) -> its pieces' statuses
+    mismatched = 0
+    total = sum(len(c.turns) for c in convs)
+    with progress(total, "ingest", show, unit="turn") as bar:
+        for conv in convs:
+            project = ctx.project(f"locomo-ingest-{conv.name}")
+            dias: dict[str, list[str]] = defaultdict(list)
+            sessions: dict[int, list] = defaultdict(list)
+            for t in conv.turns:
+                sessions[t.session].append(t)
+            for n, turns in sorted(sessions.items()):
+                text = "\n".join(" ".join(t.content.split()) for t in turns)
+                t0 = time.perf_counter()
+                res = await engine.ingest(
+                    text,
+                    kind="conversation",
+                    project=project,
+                    source=f"locomo-{conv.name}-session-{n}",
+                    occurred_at=turns[0].occurred_at.isoformat(),
+                )
+                seconds += time.perf_counter() - t0
+                if len({p.turn for p in res.pieces}) != len(turns):
+                    mismatched += 1
+                for p in res.pieces:
+                    counts[p.status] += 1
+                    if p.turn is None or p.turn >= len(turns):
+                        continue
+                    dia = turns[p.turn].dia_id
+                    status_of.setdefault((conv.name, dia), set()).add(p.status)
+                    if p.status == "filtered":
+                        reasons[p.rule] += 1
+                    mid = p.id if p.status == "stored" else p.duplicate_of
+                    if mid is not None and dia not in dias[str(mid)]:
+                        dias[str(mid)].append(dia)
+                bar.update(len(turns))
+            out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
+    evidence = {(c.name, d) for c in convs for q in c.questions for d in q.evidence}
+    known = {k for k in evidence if k in status_of}
+    lost = sorted(k for k in known if status_of[k] == {"filtered"})
+    deduplicated = sum(1 for k in known if "stored" not in status_of[k] and "duplicate" in status_of[k])
+    stats = {
+        "turns": total,
+        "pieces": sum(counts.values()),
+        "stored": counts["stored"],
+        "duplicate": counts["duplicate"],
+        "filtered": counts["filtered"],
+        "filtered_by": dict(reasons.most_common()),
+        "sessions_split_differently": mismatched,
+        "evidence_turns": len(known),
+        "evidence_turns_lost": len(lost),
+        "evidence_lost_share": round(len(lost) / len(known), 4) if known else None,
+        "evidence_turns_deduplicated": deduplicated,
+        "lost_examples": [f"{c}:{d}" for c, d in lost[:20]],
+        "seconds": round(seconds, 3),
+        "turns_per_second": round(total / seconds, 2) if seconds else None,
+    }
+    return out, stats
+
+
 async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[Method], runs: dict) -> None:
     """One question, every method; records scores, wall time and per-stage ms per method."""
     engine = ctx.engine
@@ -234,8 +303,17 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
     return report
 
 
-async def run(settings, data: str | Path, *, ablate: bool = False, embedder=None, show_progress=True) -> dict:
-    """Load, ingest, ask, score; returns the JSON-ready report."""
+async def run(
+    settings,
+    data: str | Path,
+    *,
+    ablate: bool = False,
+    ingest_variant: bool = False,
+    embedder=None,
+    show_progress=True,
+) -> dict:
+    """Load, ingest, ask, score; returns the JSON-ready report. ``ingest_variant``: also feed each
+    session through ``Engine.ingest`` and score the same questions on what it kept (report["ingest"])."""
     convs = load_conversations(data)
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.warm)  # model load is not remember throughput
@@ -244,4 +322,17 @@ async def run(settings, data: str | Path, *, ablate: bool = False, embedder=None
         runs = await ask_all(ctx, ingested, ablation, show_progress)
         unrelated_block = await unrelated.ask(ctx.engine, ingested, limit=RECALL_LIMIT)
         vers = await versions(ctx.engine)
-        return build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)
+        report = build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)
+        if ingest_variant:
+            by_ingest, stats = await ingest_sessions(ctx, convs, show_progress)
+            ingest_runs = await ask_all(ctx, by_ingest, [], show_progress)
+            f = ctx.engine.config.filter
+            report["ingest"] = {
+                **stats,
+                "recall": recall_block(ingest_runs[DEFAULT.name].scores),
+                "explicit_remember_recall": report["recall"],
+                "filter": f.model_dump(exclude={"exclude_patterns"}),
+                "chunker": ctx.engine.config.chunker.model_dump(),
+                "scoring": "R@k over every question's evidence turns; a filtered evidence turn is a miss",
+            }
+        return report

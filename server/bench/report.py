@@ -109,6 +109,24 @@ def locomo_markdown(r: dict[str, Any]) -> str:
         f"{ev['questions_skipped']} questions skipped.",
         "",
     ]
+    ing = r.get("ingest")
+    if ing:
+        lines += [
+            "### Ingest variant (each session through `ingest`)",
+            "",
+            f"{ing['turns']} turns -> {ing['pieces']} pieces: {ing['stored']} stored, {ing['duplicate']} "
+            f"duplicate, {ing['filtered']} filtered ({ing['turns_per_second']} turns/s). Evidence turns lost "
+            f"to the filter: {ing['evidence_turns_lost']} of {ing['evidence_turns']} ({ing['evidence_lost_share']}); "
+            f"{ing['evidence_turns_deduplicated']} deduplicated into a similar memory.",
+            "",
+        ]
+        rows = [
+            ["explicit remember", *(ing["explicit_remember_recall"]["all"][k] for k in K_LABELS)],
+            ["ingest", *(ing["recall"]["all"][k] for k in K_LABELS)],
+        ]
+        lines += _table(["run", "R@1", "R@5", "R@10", "R@20"], rows)
+        reasons = ", ".join(f"{k}: {n}" for k, n in ing["filtered_by"].items())
+        lines += ["", f"Filtered because: {reasons or 'nothing filtered'}.", ""]
     return "\n".join(lines)
 
 
