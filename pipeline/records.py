@@ -44,6 +44,8 @@ class Candidate:
     memory: Memory
     score: float = 0.0
     arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, BM25)
+    base_score: float | None = None  # the score before stage 8 (None: the adjustments did not run)
+    adjustments: dict[str, float] = field(default_factory=dict)  # stage 8: factor -> multiplier
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,17 @@ class RecallRequest:
     category: str | None = None
     tags: tuple[str, ...] = ()
     explain: bool = False
+    # Every project a recall searches when it spans several (``project`` is then the current one,
+    # whose memories get the same-project boost); empty or one name: only ``project``, isolated.
+    projects: tuple[str, ...] = ()
+
+    @property
+    def spans_projects(self) -> bool:
+        return len(self.projects) > 1
+
+    @property
+    def searched_projects(self) -> tuple[str, ...]:
+        return self.projects if self.spans_projects else (self.project,)
 
 
 @dataclass(slots=True)

@@ -84,6 +84,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         }
         try:
             vectors = await asyncio.to_thread(ctx.embedder.embed_batch, embed_texts)
+            ctx.query_embedding = vectors[0]  # stage 8's category match reuses it
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:

@@ -24,6 +24,7 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
 
 from .models import ForgetResult, MemoryOut, RecallResult, RememberResult
+from .projects import readable_projects, resolve_projects
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -198,7 +199,11 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
     async def recall(
         query: Annotated[str, Field(description="What you want to know, in words.")],
         project: Annotated[
-            str | None, Field(description="Project to search; omitted = the default project.")
+            str | list[str] | None,
+            Field(
+                description="Project to search; omitted = the default project. A list of projects, or '*' "
+                "for every project you may read, searches them all, boosting current_project's memories."
+            ),
         ] = None,
         limit: Annotated[int | None, Field(description="At most this many memories (default 10).")] = None,
         max_tokens: Annotated[
@@ -229,13 +234,24 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 description="Also return full ids, scores and the pipeline trace (per-stage timings and counts)."
             ),
         ] = False,
+        current_project: Annotated[
+            str | None,
+            Field(
+                description="With several projects: the one you work in (+30%; others -20%). "
+                "Default: the first listed (for '*', the default project)."
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
         async with engine_for_call() as eng:
+            project, current_project = await resolve_projects(
+                eng, project, current_project, readable=lambda names: readable_projects(names, ctx)
+            )
             req = eng.recall_request(
                 query,
                 project=project,
+                current_project=current_project,
                 limit=limit,
                 max_tokens=max_tokens,
                 budget=budget,

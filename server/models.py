@@ -84,7 +84,12 @@ class MemoryView(BaseModel):
     )
     metadata: dict[str, Any] | SkipJsonSchema[None] = None
     score: float | SkipJsonSchema[None] = Field(
-        default=None, description="Fused relevance, higher is better (explain=true only)."
+        default=None, description="Final relevance, higher is better (explain=true only)."
+    )
+    adjustments: dict[str, float] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The scoring adjustments' factors on the score: decay, priority, pinned, category, "
+        "project (explain=true only).",
     )
 
 

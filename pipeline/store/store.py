@@ -35,6 +35,7 @@ from . import migrate as migrations
 from .browse import BrowseQueries
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
+from .scoring import ScoringQueries
 from .search import SearchQueries
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class StoredRow:
     position: int | None = None
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries, ScoringQueries):
     def __init__(
         self,
         dsn: str,
@@ -742,6 +743,6 @@ def _read_again_once(method):
 # stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
 for _name in (
     "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
-    "resolve_id",
+    "resolve_id", "access_stats", "category_centroids",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))
