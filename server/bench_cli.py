@@ -58,6 +58,12 @@ def add_parser(sub) -> None:
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
     p.add_argument("--ablate", action="store_true", help="also run each arm alone and in combinations")
+    p.add_argument(
+        "--adjust-variants",
+        action="store_true",
+        help="also score each scoring-adjustment variant (decay shares, half-lives, each factor) on the "
+        "same candidates",
+    )
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
@@ -107,7 +113,15 @@ def _locomo(args, settings) -> int:
     if not data.exists():
         print(f"memlane bench: {data} does not exist (see README: getting LoCoMo)", file=sys.stderr)
         return 2
-    result = asyncio.run(locomo.run(settings, data, ablate=args.ablate, show_progress=not args.quiet))
+    result = asyncio.run(
+        locomo.run(
+            settings,
+            data,
+            ablate=args.ablate,
+            adjust_variants=args.adjust_variants,
+            show_progress=not args.quiet,
+        )
+    )
     _write(result, report.locomo_markdown(result), args, report.locomo_plot)
     return 0
 
