@@ -25,6 +25,7 @@ accesses) and tests show they order memories as specified.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -147,6 +148,10 @@ def rescore(
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
+async def _none():
+    return None
+
+
 async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     req, cfg = ctx.request, ctx.config.recall
     if not ctx.adjustments:
@@ -164,11 +169,14 @@ async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     )
     detail: dict = {"factors": list(active)}
     status, prompt = "ran", None
-    if "priority" in active:
-        inputs.access = await ctx.store.access_stats([c.memory.id for c in candidates])
-    if "category" in active:
-        pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
-        matched = await match_categories(ctx, candidates, pairs)
+    pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
+    # The two reads (access statistics, category match) are independent: one round trip's wait.
+    access, matched = await asyncio.gather(
+        ctx.store.access_stats([c.memory.id for c in candidates]) if "priority" in active else _none(),
+        match_categories(ctx, candidates, pairs) if "category" in active and pairs else _none(),
+    )
+    inputs.access = access or {}
+    if matched is not None:
         inputs.category = matched.scores
         detail["category"] = {
             "implementation": matched.implementation,

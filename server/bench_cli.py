@@ -118,7 +118,7 @@ def _locomo(args, settings) -> int:
             settings,
             data,
             ablate=args.ablate,
-            adjust_variants=args.adjust_variants,
+            adjust_variants=getattr(args, "adjust_variants", False),
             show_progress=not args.quiet,
         )
     )

@@ -328,3 +328,119 @@ async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
     stage = next(s for s in res.trace.stages if s.stage == "adjustments")
     assert stage.status == "skipped: adjustments switched off"
     assert res.ranked[0].adjustments == {}
+
+
+# -- over MCP and on the command line ------------------------------------------------------------
+
+
+@pytest.fixture
+def connect(database_url, tmp_path, embedder):
+    from contextlib import asynccontextmanager
+
+    from mcp import Client
+
+    from memlane.pipeline.config import DatabaseConfig
+    from memlane.server.app import build_server
+    from memlane.server.settings import load
+
+    @asynccontextmanager
+    async def _connect():
+        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+        try:
+            async with Client(server) as client:
+                yield client
+        finally:
+            await state.close()
+
+    return _connect
+
+
+async def _call(client, tool: str, args: dict) -> tuple[bool, dict | str]:
+    r = await client.call_tool(tool, args)
+    return r.is_error, (r.content[0].text if r.is_error else r.structured_content)
+
+
+async def test_recall_tool_spans_a_list_of_projects_or_every_project_and_shows_each_ones_project(connect):
+    async with connect() as client:
+        for project in ("default", "web", "mobile"):
+            err, _ = await _call(
+                client, "remember", {"content": f"The {project} release ships on Fridays", "project": project}
+            )
+            assert not err
+        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
+        assert [m.get("project") for m in out["memories"]] == [None]  # one project: isolated, as before
+        err, out = await _call(
+            client,
+            "recall",
+            {
+                "query": "when does the release ship?",
+                "project": ["web", "mobile"],
+                "current_project": "mobile",
+            },
+        )
+        assert not err, out
+        assert [m["project"] for m in out["memories"]] == ["mobile", "web"]
+        err, out = await _call(
+            client, "recall", {"query": "when does the release ship?", "project": "*", "explain": True}
+        )
+        assert not err, out
+        assert {m["project"] for m in out["memories"]} == {"default", "web", "mobile"}
+        assert out["memories"][0]["project"] == "default"  # '*': the default project is the current one
+        assert out["memories"][0]["adjustments"]["project"] == pytest.approx(1.3)
+        assert all(m["adjustments"]["project"] == pytest.approx(0.8) for m in out["memories"][1:])
+        stage = next(s for s in out["trace"]["stages"] if s["stage"] == "adjustments")
+        assert stage["status"] == "ran" and "project" in stage["detail"]["factors"]
+        assert stage["detail"]["current_project"] == "default"
+        err, msg = await _call(client, "recall", {"query": "release", "project": ["*", "web"]})
+        assert err and "every project" in msg
+        err, msg = await _call(client, "recall", {"query": "release", "project": []})
+        assert err and "empty list" in msg
+        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
+        assert not err  # the server keeps working after the errors
+
+
+async def test_explain_shows_each_memorys_factors_and_a_plain_recall_does_not(connect):
+    async with connect() as client:
+        await _call(
+            client,
+            "remember",
+            {"content": "Pinned: the prod database password rotates monthly", "pinned": True, "priority": 5},
+        )
+        err, out = await _call(
+            client, "recall", {"query": "how often does the password rotate?", "explain": True}
+        )
+        assert not err
+        [m] = out["memories"]
+        assert m["adjustments"]["pinned"] == pytest.approx(1.1)
+        assert m["adjustments"]["priority"] == pytest.approx(1.5)  # priority 5, never recalled: hot 0.5
+        err, out = await _call(client, "recall", {"query": "how often does the password rotate?"})
+        assert "adjustments" not in out["memories"][0] and "score" not in out["memories"][0]
+
+
+def test_cli_project_option_takes_repeats_and_commas():
+    from memlane.server.commands import _project_option
+
+    assert _project_option(None) is None
+    assert _project_option(["web"]) == "web"
+    assert _project_option(["web,mobile", "api"]) == ["web", "mobile", "api"]
+    assert _project_option(["*"]) == "*"
+
+
+def test_bench_variants_rescore_the_same_candidates():
+    from types import SimpleNamespace
+
+    from memlane.server.bench import adjustments as bench_adjust
+
+    old = make_memory("old exact", occurred_at=REF - timedelta(days=300))
+    new = make_memory("new", occurred_at=REF - timedelta(days=1))
+    ranked = [
+        Candidate(old, 1.0, base_score=1.0, adjustments={"priority": 1.25}),
+        Candidate(new, 0.9, base_score=0.9),
+    ]
+    table = bench_adjust.variants(DecayConfig(), AdjustConfig())
+    req = SimpleNamespace(reference_time=REF, searched_projects=("p",), project="p")
+    out = bench_adjust.rescored(SimpleNamespace(ranked=ranked), req, table)
+    assert [c.memory.content for c in out["none"].ranked] == ["old exact", "new"]
+    assert [c.memory.content for c in out["decay share=0.5 half-life=30d"].ranked] == ["new", "old exact"]
+    assert [c.memory.content for c in out["decay share=0.05 half-life=30d"].ranked] == ["old exact", "new"]
