@@ -1,14 +1,196 @@
-"""Stage 8, scoring adjustments (time decay, priority, pinned, category, project).
+"""Stage 8, scoring adjustments: factors on each candidate's score, then the order by the new score.
 
-A pass-through for now: the fused order is kept. A later issue adds the adjustments, each measured
-on the benchmark before it is switched on.
+| factor | what | setting | default |
+|---|---|---|---|
+| ``decay`` | ``1 - share + share * 0.5 ** (age / half_life)``: only ``share`` of the score decays, so an old exact match still beats a fresh vague one; age from ``occurred_at`` (else ``created_at``) to the recall's ``reference_time``; per-category half-lives; pinned memories and memories dated after the reference time do not decay | ``[recall.decay]`` (``recall.decay = false`` switches it off) | off |
+| ``priority`` | ``1 + (max_priority_boost - 1) * hot``, ``hot`` = 0.5 x (priority - 1) / 4 + 0.25 x access frequency (log scale, full at ``access_saturation``) + 0.25 x recency of use (halves every ``access_half_life_days`` since the last access): at most 2x | ``recall.adjust.priority`` | on |
+| ``pinned`` | 1 + ``pinned_boost`` (+10%) | ``recall.adjust.pinned_boost`` | on |
+| ``category`` | 1 + ``category_boost`` x the question's match to the memory's category (``pipeline/category_match.py``) | ``recall.adjust.category`` | on |
+| ``project`` | a recall across projects: 1 + ``same_project`` (+30%) for ``current_project``, 1 + ``other_project`` (-20%) for the others | ``recall.adjust.same_project`` / ``other_project`` | on |
+
+Each memory's factors are in its ``adjustments`` with ``explain=true``; the stage's trace detail
+lists the factors that ran and how many candidates changed place. Access statistics are read in
+one query for the candidates only (recall never writes ``memories``); recency of use is measured
+by the wall clock (accesses are real events), age by the question's reference time.
+
+A stage that reordered without scores (an LLM rerank) keeps its order: the factors then apply to
+the candidates' scores re-sorted into that order, so a reranked list is only changed where the
+factors disagree with it strongly.
+
+Measured on the LoCoMo development set (offline, MiniLM; README "Scoring adjustments"): decay
+lowers R@10 at every share tried, as LoCoMo asks about old sessions as often as new ones, so it
+ships off; the others cannot change LoCoMo's order (one project, no priorities, pins, categories or
+accesses) and tests show they order memories as specified.
 """
 
 from __future__ import annotations
 
-from .records import Candidate
+import asyncio
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from .category_match import match_categories
+from .config import AdjustConfig, DecayConfig
+from .records import Candidate, Memory, stable_key
 from .stage import Step
 
+DAY_S = 86400.0
+FACTORS = ("decay", "priority", "pinned", "category", "project")
 
-def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
-    return Step(candidates, status="skipped: no adjustments configured")
+
+@dataclass(slots=True)
+class Inputs:
+    """What the factors need besides the memory: all read before scoring, so scoring is pure."""
+
+    reference_time: datetime  # the question's "now" (decay)
+    now: datetime  # the wall clock (recency of use)
+    access: dict[UUID, tuple[int, datetime | None]] = field(default_factory=dict)
+    category: dict[tuple[str, str], float] = field(default_factory=dict)  # (project, category) -> 0..1
+    projects: tuple[str, ...] = ()  # the projects searched (2+: the project factor applies)
+    current_project: str | None = None
+
+
+def active_factors(decay: DecayConfig, adj: AdjustConfig, *, spans_projects: bool) -> tuple[str, ...]:
+    on = {
+        "decay": decay.enabled and decay.share > 0,
+        "priority": adj.priority and adj.max_priority_boost > 1.0,
+        "pinned": adj.pinned_boost > 0,
+        "category": adj.category and adj.category_boost > 0,
+        "project": spans_projects,
+    }
+    return tuple(f for f in FACTORS if on[f])
+
+
+def decay_factor(m: Memory, cfg: DecayConfig, reference_time: datetime) -> float:
+    """The share of the score an old memory keeps; 1.0 for pinned and future-dated memories."""
+    if m.pinned:
+        return 1.0
+    when = m.occurred_at or m.created_at
+    age_days = (reference_time - when).total_seconds() / DAY_S
+    if age_days <= 0:
+        return 1.0
+    half_life = (
+        cfg.category_half_life_days.get(m.category, cfg.half_life_days) if m.category else cfg.half_life_days
+    )
+    return 1.0 - cfg.share + cfg.share * 0.5 ** (age_days / half_life)
+
+
+def hotness(m: Memory, cfg: AdjustConfig, access: tuple[int, datetime | None] | None, now: datetime) -> float:
+    """0 (priority 1, never recalled) to 1 (priority 5, recalled often and just now)."""
+    count, last = access or (0, None)
+    priority = (min(5, max(1, m.priority)) - 1) / 4
+    frequency = min(1.0, math.log1p(max(0, count)) / math.log1p(cfg.access_saturation))
+    recency = 0.0
+    if last is not None:
+        idle_days = max(0.0, (now - last).total_seconds() / DAY_S)
+        recency = 0.5 ** (idle_days / cfg.access_half_life_days)
+    return 0.5 * priority + 0.25 * frequency + 0.25 * recency
+
+
+def factors_of(
+    m: Memory, decay: DecayConfig, adj: AdjustConfig, inputs: Inputs, active: tuple[str, ...]
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if "decay" in active:
+        out["decay"] = decay_factor(m, decay, inputs.reference_time)
+    if "priority" in active:
+        hot = hotness(m, adj, inputs.access.get(m.id), inputs.now)
+        out["priority"] = 1.0 + (adj.max_priority_boost - 1.0) * hot
+    if "pinned" in active and m.pinned:
+        out["pinned"] = 1.0 + adj.pinned_boost
+    if "category" in active and m.category is not None:
+        match = inputs.category.get((m.project, m.category))
+        if match is not None:
+            out["category"] = 1.0 + adj.category_boost * match
+    if "project" in active:
+        same = m.project == inputs.current_project
+        out["project"] = 1.0 + (adj.same_project if same else adj.other_project)
+    return out
+
+
+def base_scores(candidates: list[Candidate]) -> list[float]:
+    """The scores the factors apply to: the candidates' own when they are in score order (fusion,
+    threshold), else the same scores sorted into the order given (a rerank that reordered), so
+    the stage before keeps its say."""
+    scores = [c.score for c in candidates]
+    if all(a >= b for a, b in zip(scores, scores[1:], strict=False)):
+        return scores
+    return sorted(scores, reverse=True)
+
+
+def rescore(
+    candidates: list[Candidate],
+    decay: DecayConfig,
+    adj: AdjustConfig,
+    inputs: Inputs,
+    active: tuple[str, ...] | None = None,
+) -> list[Candidate]:
+    """New candidates with the factors applied (the input is left as it is), best first."""
+    if active is None:
+        active = active_factors(decay, adj, spans_projects=len(inputs.projects) > 1)
+    out = []
+    for c, base in zip(candidates, base_scores(candidates), strict=True):
+        factors = factors_of(c.memory, decay, adj, inputs, active)
+        score = base
+        for f in factors.values():
+            score *= f
+        out.append(
+            Candidate(
+                memory=c.memory,
+                score=score,
+                arm_scores=c.arm_scores,
+                base_score=base,
+                adjustments={k: round(v, 4) for k, v in factors.items()},
+            )
+        )
+    return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
+
+
+async def _none():
+    return None
+
+
+async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    req, cfg = ctx.request, ctx.config.recall
+    if not ctx.adjustments:
+        return Step(candidates, status="skipped: adjustments switched off")
+    if not candidates:
+        return Step(candidates, status="skipped: no candidates")
+    active = active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
+    if not active:
+        return Step(candidates, status="skipped: no adjustments configured")
+    inputs = Inputs(
+        reference_time=req.reference_time,
+        now=ctx.clock(),
+        projects=req.searched_projects,
+        current_project=req.project,
+    )
+    detail: dict = {"factors": list(active)}
+    status, prompt = "ran", None
+    pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
+    # The two reads (access statistics, category match) are independent: one round trip's wait.
+    access, matched = await asyncio.gather(
+        ctx.store.access_stats([c.memory.id for c in candidates]) if "priority" in active else _none(),
+        match_categories(ctx, candidates, pairs) if "category" in active and pairs else _none(),
+    )
+    inputs.access = access or {}
+    if matched is not None:
+        inputs.category = matched.scores
+        detail["category"] = {
+            "implementation": matched.implementation,
+            "matches": {
+                f"{p}/{c}" if req.spans_projects else c: round(s, 4) for (p, c), s in matched.scores.items()
+            },
+            **matched.detail,
+        }
+        prompt = matched.prompt
+        if matched.degraded:
+            status = f"degraded: category_match LLM failed ({matched.degraded}); offline match used"
+    if req.spans_projects:
+        detail["current_project"] = req.project
+    adjusted = rescore(candidates, cfg.decay, cfg.adjust, inputs, active)
+    before = {c.memory.id: i for i, c in enumerate(candidates)}
+    detail["moved"] = sum(1 for i, c in enumerate(adjusted) if before[c.memory.id] != i)
+    return Step(adjusted, status=status, detail=detail, prompt=prompt)

@@ -74,6 +74,7 @@ def pack(
     max_tokens: int,
     handles: dict[UUID, str] | None = None,
     explain: bool = False,
+    show_project: bool = False,
 ) -> Packed:
     """Greedy in rank order: a memory that does not fit is skipped and smaller ones after it may
     still fit, so one long memory does not starve the rest of the budget. Per-memory counts are an
@@ -83,7 +84,7 @@ def pack(
     bare = _bare_cost()
     if max_tokens < bare:
         raise InvalidInput(f"max_tokens={max_tokens} is below the smallest possible result ({bare} tokens)")
-    show_project = len({c.memory.project for c in candidates}) > 1
+    show_project = show_project or len({c.memory.project for c in candidates}) > 1
     chosen: list[tuple[Candidate, dict[str, Any]]] = []
     # The envelope plus a comma per memory and the digits of tokens_used (up to 2 tokens).
     used = bare + 1
@@ -96,6 +97,7 @@ def pack(
             score=c.score,
             show_project=show_project,
             explain=explain,
+            adjustments=c.adjustments,
         )
         cost = count_tokens(render.to_text(view)) + 1
         if used + cost > max_tokens:
@@ -124,6 +126,7 @@ async def assemble(
     max_tokens: int,
     explain: bool = False,
     handles: HandleLookup | None = None,
+    show_project: bool = False,
 ) -> Packed:
     """Pack in a worker thread (counting tokens is CPU work that would hold up every other request
     on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
@@ -132,7 +135,13 @@ async def assemble(
     known: dict[UUID, str] = {}
     while True:
         packed = await asyncio.to_thread(
-            pack, candidates, limit=limit, max_tokens=max_tokens, handles=known, explain=explain
+            pack,
+            candidates,
+            limit=limit,
+            max_tokens=max_tokens,
+            handles=known,
+            explain=explain,
+            show_project=show_project,
         )
         missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
         if handles is None or explain or not missing:

@@ -58,7 +58,7 @@ class EmbeddingConfig(Section):
 
 
 LLMProviderName = Literal["none", "anthropic", "openai", "openai-compatible", "sampling"]
-LLM_STAGES = ("intent", "synthesis", "hyde", "rerank", "category_summary")
+LLM_STAGES = ("intent", "synthesis", "hyde", "rerank", "category_match", "category_summary")
 
 
 class LLMStageConfig(Section):
@@ -76,6 +76,7 @@ class LLMStagesConfig(Section):
     synthesis: LLMStageConfig = LLMStageConfig()
     hyde: LLMStageConfig = LLMStageConfig()
     rerank: LLMStageConfig = LLMStageConfig()
+    category_match: LLMStageConfig = LLMStageConfig()
     category_summary: LLMStageConfig = LLMStageConfig()  # memlane maintain --task summaries, not recall
 
 
@@ -130,6 +131,91 @@ class LLMConfig(Section):
 class RrfVectorWeights(Section):
     rrf: float = Field(default=0.6, ge=0, le=100, description="Weight of RRF normalised to its best score.")
     vector: float = Field(default=0.4, ge=0, le=100, description="Weight of the best cosine similarity.")
+
+
+class DecayConfig(Section):
+    """Time decay (stage 8): an old memory keeps ``1 - share + share * 0.5 ** (age / half_life)``
+    of its score, so at most ``share`` of it decays and an old exact match still beats a fresh
+    vague one. Age is from ``occurred_at`` (else ``created_at``) to the recall's reference time;
+    memories dated after it and pinned memories do not decay."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Apply time decay. Off by default: on the LoCoMo development set it lowers R@10 "
+        "(questions ask about old sessions as often as recent ones).",
+    )
+    half_life_days: float = Field(
+        default=30.0, gt=0, le=36500, description="Days after which the decaying share is halved."
+    )
+    share: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="Share of the score that decays (the rest never does)."
+    )
+    category_half_life_days: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-category half-lives in days (e.g. incident = 14, preference = 365); other "
+        "categories use half_life_days.",
+    )
+
+    @field_validator("category_half_life_days")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, d in v.items() if not 0 < d <= 36500]
+        if bad:
+            raise ValueError(f"half-lives must be from 0 (excluded) to 36500 days (check {', '.join(bad)})")
+        return v
+
+
+class AdjustConfig(Section):
+    """The other scoring adjustments of stage 8 (each a factor on the score, shown per memory with
+    ``explain=true``)."""
+
+    priority: bool = Field(
+        default=True,
+        description="Boost hot memories: explicit priority, how often and how recently recall returned them.",
+    )
+    max_priority_boost: float = Field(
+        default=2.0,
+        ge=1.0,
+        le=2.0,
+        description="Factor of the hottest memory (priority 5, accessed often and just now); 1 turns it off.",
+    )
+    access_saturation: int = Field(
+        default=20, ge=1, description="Accesses at which access frequency counts in full (log scale below)."
+    )
+    access_half_life_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="Recency of use: its part halves every this many days since the last access.",
+    )
+    pinned_boost: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="Pinned memories get 1 + this (0.1: +10%)."
+    )
+    category: bool = Field(
+        default=True,
+        description="Boost memories whose category matches the question (the category_match LLM stage, "
+        "or offline the cosine of the question to the category's centroid).",
+    )
+    category_boost: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="Factor 1 + this x the category's match (0 to 1)."
+    )
+    category_cache_s: float = Field(
+        default=60.0, ge=0.0, description="Seconds a category centroid is cached in the process (0: none)."
+    )
+    same_project: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=10.0,
+        description="Recall across projects: memories of current_project get 1 + this (+30%).",
+    )
+    other_project: float = Field(
+        default=-0.2,
+        ge=-1.0,
+        le=0.0,
+        description="Recall across projects: memories of the other projects get 1 + this (-20%).",
+    )
+    max_parallel_projects: int = Field(
+        default=4, ge=1, le=64, description="Projects retrieved at once in a recall across projects."
+    )
 
 
 class RecallConfig(Section):
@@ -214,6 +300,22 @@ class RecallConfig(Section):
         description="Offline rerank: a local sentence-transformers CrossEncoder model directory (none ships "
         "on PyPI); used when no LLM reranks.",
     )
+
+    decay: DecayConfig = Field(
+        default_factory=DecayConfig,
+        description="Time decay; `decay = false` (or true) is short for the table's `enabled`.",
+    )
+    adjust: AdjustConfig = AdjustConfig()
+
+    @field_validator("decay", mode="before")
+    @classmethod
+    def _decay_switch(cls, v: Any) -> Any:
+        """``recall.decay = true|false`` switches decay without writing the table."""
+        if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "on", "off"):
+            v = v.strip().lower() in ("true", "1", "on")
+        if isinstance(v, bool):
+            return {"enabled": v}
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .llm import Usage
 from .records import RecallRequest, Trace
@@ -35,6 +35,8 @@ class RecallContext:
     usage: Usage = field(default_factory=Usage)  # LLM calls and tokens of this recall
     deadline: float | None = None  # time.monotonic() by which LLM stages must be done
     fast_path: bool = False  # set by intent routing: no synthesis, HyDE or rerank
+    adjustments: bool = True  # stage 8 on (the benchmark's ablation switches it off)
+    query_embedding: Any = None  # the question's embedding, kept by retrieval for stage 8
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

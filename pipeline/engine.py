@@ -214,7 +214,12 @@ class Engine:
         explain: bool = False,
         topics: Any = None,
         fact_types: Any = None,
+        current_project: Any = None,
     ) -> RecallRequest:
+        """Check a recall's arguments. ``project`` is one name (the recall is isolated to it) or a
+        list of names (a recall across them, ``current_project`` boosted: default the first listed);
+        ``"*"`` must be resolved to names by the caller first (``server/projects.py``), since which
+        projects a caller may read is the server's business."""
         cfg = self.config.recall
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput(
@@ -237,9 +242,11 @@ class Engine:
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         now = v.parse_datetime(reference_time, "reference_time") or datetime.now(UTC)
+        current, projects = self._recall_projects(project, current_project)
         return RecallRequest(
             query=query.strip(),
-            project=v.project_name(project, self.config.default_project),
+            project=current,
+            projects=projects,
             reference_time=now,
             limit=limit,
             max_tokens=max_tokens,
@@ -252,6 +259,30 @@ class Engine:
             fact_types=fact_types_filter(fact_types),
         )
 
+    def _recall_projects(self, project: Any, current_project: Any) -> tuple[str, tuple[str, ...]]:
+        """(current project, every project searched when there are several, else ())."""
+        default = self.config.default_project
+        if isinstance(project, list | tuple):
+            if not project:
+                raise InvalidInput("project is an empty list: give one project, a list of projects, or '*'")
+            if any(isinstance(p, str) and p.strip() == "*" for p in project) and len(project) > 1:
+                raise InvalidInput("'*' already means every project: give it alone, not in a list")
+            names = list(dict.fromkeys(v.project_name(p, default) for p in project))
+        else:
+            names = [v.project_name(project, default)]
+        if "*" in names:
+            raise InvalidInput("project '*' (every project) must be expanded to project names before recall")
+        current = names[0] if current_project is None else v.project_name(current_project, default)
+        if current == "*":
+            raise InvalidInput("current_project must be one project name, not '*'")
+        if current not in names:
+            names.insert(0, current)  # the current project is always searched
+        return current, (tuple(names) if len(names) > 1 else ())
+
+    async def project_names(self) -> list[str]:
+        """Every project that has memories (what ``"*"`` expands to before access rules apply)."""
+        return [p.project for p in await self.store.project_summaries()]
+
     async def recall(
         self,
         req: RecallRequest,
@@ -260,12 +291,15 @@ class Engine:
         touch: bool = True,
         sampling: LLM | None = None,
         principal: Principal | None = None,
+        adjustments: bool = True,
     ) -> RecallResult:
         """Run the nine stages. ``arms`` picks retrieval arms (the benchmark's ablation); ``touch``
         counts an access for each memory returned; ``sampling`` is the calling MCP session's model,
         for the stages configured with ``provider = "sampling"``; ``principal``: the caller (None:
-        the local user), who must be allowed the request's project."""
-        access.check(principal, req.project)
+        the local user), who must be allowed every project the request searches;
+        ``adjustments=False`` skips stage 8 (the ablation's "without adjustments")."""
+        for name in req.searched_projects:
+            access.check(principal, name)
         ctx = RecallContext(
             config=self.config,
             store=self.store,
@@ -273,6 +307,7 @@ class Engine:
             llm=self.llm.with_sampling(sampling) if self.llm is not None else None,
             request=req,
             arms=tuple(arms) if arms else None,
+            adjustments=adjustments,
         )
         result = await recall_pipeline.recall(ctx)
         if touch and not result.deferred:

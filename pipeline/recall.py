@@ -9,7 +9,7 @@
 | 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine; else dropped |
-| 8 | scoring adjustments | adjust.py | pass-through for now |
+| 8 | scoring adjustments | adjust.py | priority, pinned, category, project factors (decay: off by default) |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/stage.py``): it gets the ``RecallContext`` and its
@@ -19,6 +19,11 @@ with their input and the trace says ``degraded``. Stages 1-3 run concurrently (o
 intent analysis routes simple questions down the fast path (``recall(mode=...)``). A whole-recall
 deadline (``recall.deadline_ms``) bounds every LLM wait: past it, the stages still to run degrade and
 recall answers with what it has.
+
+A recall across projects (``RecallRequest.projects``) runs stage 4 once per project (concurrently,
+at most ``recall.adjust.max_parallel_projects`` at a time), so every arm and its statistics stay
+single-project, merges the arms' lists, and runs stages 5-9 once on the merged candidates; the
+trace shows retrieval once, with per-project details.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import replace
 
 from . import adjust, assemble, fuse, hyde, intent, rerank, retrieve, synthesize, threshold
 from .context import RecallContext
-from .records import Query, RecallResult
+from .records import Query, RecallResult, StageTrace, Trace, stable_key
 from .stage import Step, run_stage, stage_llm
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
@@ -46,8 +51,84 @@ def _threshold(ctx: RecallContext, candidates):
 async def _assemble(ctx: RecallContext, candidates):
     req = ctx.request
     return await assemble.assemble(
-        candidates, limit=req.limit, max_tokens=req.max_tokens, explain=req.explain, handles=ctx.store.handles
+        candidates,
+        limit=req.limit,
+        max_tokens=req.max_tokens,
+        explain=req.explain,
+        handles=ctx.store.handles,
+        show_project=req.spans_projects,
     )
+
+
+async def _retrieve(ctx: RecallContext, query: Query) -> retrieve.Retrieved:
+    return await run_stage(
+        ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
+    )
+
+
+def _merge_traces(ctx: RecallContext, per_project: dict[str, Trace]) -> None:
+    """One trace entry per stage for the per-project runs: the slowest project's time (they run
+    concurrently), counts summed, the first status that is not "ran", and each project's details."""
+    names: list[str] = []
+    for trace in per_project.values():
+        names += [st.stage for st in trace.stages if st.stage not in names]
+    for name in names:
+        runs = {p: st for p, t in per_project.items() for st in t.stages if st.stage == name}
+        detail: dict = {"projects": {}}
+        arms: dict[str, int] = {}
+        for p, st in runs.items():
+            detail["projects"][p] = {
+                "ms": round(st.ms, 3),
+                "in": st.count_in,
+                "out": st.count_out,
+                "status": st.status,
+            }
+            for arm, n in st.detail.get("arms", {}).items():
+                arms[arm] = arms.get(arm, 0) + n
+        if arms:
+            detail["arms"] = arms
+        ctx.trace.stages.append(
+            StageTrace(
+                stage=name,
+                ms=max(st.ms for st in runs.values()),
+                count_in=sum(st.count_in for st in runs.values()),
+                count_out=sum(st.count_out for st in runs.values()),
+                status=next((st.status for st in runs.values() if st.status != "ran"), "ran"),
+                detail=detail,
+            )
+        )
+
+
+async def _across_projects(ctx: RecallContext, query: Query) -> retrieve.Retrieved:
+    """Stage 4 per project, concurrently (bounded), merged into one ``Retrieved``: each arm's lists
+    joined and re-sorted by score, so fusion normalises every arm over all the projects (a
+    project's best keyword match is not 1.0 just because it is that project's best)."""
+    req = ctx.request
+    gate = asyncio.Semaphore(ctx.config.recall.adjust.max_parallel_projects)
+    subs = {
+        p: replace(ctx, request=replace(req, project=p, projects=()), trace=Trace()) for p in req.projects
+    }
+
+    async def one(sub: RecallContext):
+        async with gate:
+            return await _retrieve(sub, query)
+
+    try:
+        found = await asyncio.gather(*(one(sub) for sub in subs.values()))
+    finally:
+        _merge_traces(ctx, {p: sub.trace for p, sub in subs.items() if sub.trace.stages})
+    ctx.query_embedding = next(
+        (s.query_embedding for s in subs.values() if s.query_embedding is not None), None
+    )
+    merged = retrieve.Retrieved(arms=found[0].arms)
+    for f in found:
+        for name, hits in f.lists.items():
+            merged.lists.setdefault(name, []).extend(hits)
+        merged.scores.update(f.scores)
+        merged.memories.update(f.memories)
+    for hits in merged.lists.values():
+        hits.sort(key=lambda h: (-h[1], *stable_key(h[0])))
+    return merged
 
 
 async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
@@ -137,9 +218,7 @@ async def _stages(ctx: RecallContext) -> RecallResult:
         # retrieving now with a query the next round will change would be wasted.
         ctx.trace.route = "deferred: waiting for the client's model"
         return RecallResult(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
-    found = await run_stage(
-        ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
-    )
+    found = await (_across_projects(ctx, query) if req.spans_projects else _retrieve(ctx, query))
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
     candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
     floor = {

@@ -50,6 +50,8 @@ class Candidate:
     memory: Memory
     score: float = 0.0
     arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, BM25)
+    base_score: float | None = None  # the score before stage 8 (None: the adjustments did not run)
+    adjustments: dict[str, float] = field(default_factory=dict)  # stage 8: factor -> multiplier
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,17 @@ class RecallRequest:
     explain: bool = False
     topics: tuple[str, ...] = ()  # only memories with at least one of these topics
     fact_types: tuple[str, ...] = ()  # only memories of one of these fact types
+    # Every project a recall searches when it spans several (``project`` is then the current one,
+    # whose memories get the same-project boost); empty or one name: only ``project``, isolated.
+    projects: tuple[str, ...] = ()
+
+    @property
+    def spans_projects(self) -> bool:
+        return len(self.projects) > 1
+
+    @property
+    def searched_projects(self) -> tuple[str, ...]:
+        return self.projects if self.spans_projects else (self.project,)
 
 
 @dataclass(slots=True)

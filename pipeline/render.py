@@ -3,7 +3,8 @@ CLI's ``--json``, so the token budget counts exactly what is delivered.
 
 Per memory: its handle (``id``, the shortest prefix of its id that is unique in the store, at least
 8 hex digits), its content, a date, and only the fields that carry information. With
-``explain=true`` the id is the full UUID and the fused score is added. The text block of the tool
+``explain=true`` the id is the full UUID and the final score is added, with the scoring
+adjustments' factors (``adjustments: {"decay": 0.93, "priority": 1.25, ...}``) that made it. The text block of the tool
 result is :func:`to_text` of the same structure, so both blocks cost the same tokens.
 
 Measured on a store of developer memories (issue 11): the old pretty-printed block with every
@@ -35,6 +36,7 @@ def memory_view(
     score: float | None = None,
     show_project: bool = False,
     explain: bool = False,
+    adjustments: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """One memory as the model reads it. Absent, empty and default fields are left out."""
     out: dict[str, Any] = {
@@ -60,6 +62,8 @@ def memory_view(
         out["metadata"] = m.metadata
     if explain and score is not None:
         out["score"] = round(score, 4)
+    if explain and adjustments:  # stage 8's factors on the score (pipeline/adjust.py)
+        out["adjustments"] = {k: round(v, 4) for k, v in adjustments.items()}
     return out
 
 

@@ -113,6 +113,8 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
                 log.warning("recall without its embedding arms: %s", e)
                 active = [a for a in active if "embedding" not in a.needs]
                 store_arms = tuple(a.name for a in active if a.in_store)
+            if vectors:
+                ctx.query_embedding = vectors[0]  # stage 8's category match reuses it
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:

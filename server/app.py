@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from memlane.pipeline import render
+from memlane.pipeline import access, render
 from memlane.pipeline.access import Principal
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import (
@@ -44,6 +44,7 @@ from .models import (
     RememberResult,
     UpdateResult,
 )
+from .projects import ALL, readable_projects, resolve_projects, wants_all
 from .sampling import sampler_for
 from .settings import Settings
 from .ui.metrics import RECALLS
@@ -300,7 +301,11 @@ def build_server(
     async def recall(
         query: Annotated[str, Field(description="What you want to know, in words.")],
         project: Annotated[
-            str | None, Field(description="Project to search; omitted = the default project.")
+            str | list[str] | None,
+            Field(
+                description="Project to search; omitted = the default project. A list of projects, or '*' "
+                "for every project you may read, searches them all, boosting current_project's memories."
+            ),
         ] = None,
         limit: Annotated[int | None, Field(description="At most this many memories (default 10).")] = None,
         max_tokens: Annotated[
@@ -338,14 +343,27 @@ def build_server(
                 description="Also return full ids, scores and the pipeline trace (per-stage timings and counts)."
             ),
         ] = False,
+        current_project: Annotated[
+            str | None,
+            Field(
+                description="With several projects: the one you work in (+30%; others -20%). "
+                "Default: the first listed (for '*', the default project)."
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
         who = caller()
         async with engine_for_call() as eng:
+            if wants_all(project):  # "*" is every project: only a token that covers them all may ask
+                access.check(who, ALL)
+            project, current_project = await resolve_projects(
+                eng, project, current_project, readable=lambda names: readable_projects(names, who)
+            )
             req = eng.recall_request(
                 query,
                 project=project,
+                current_project=current_project,
                 limit=limit,
                 max_tokens=max_tokens,
                 budget=budget,

@@ -73,6 +73,12 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also feed each session through ingest and report what it kept and R@k on that",
     )
+    p.add_argument(
+        "--adjust-variants",
+        action="store_true",
+        help="also score each scoring-adjustment variant (decay shares, half-lives, each factor) on the "
+        "same candidates",
+    )
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
@@ -150,6 +156,7 @@ def _locomo(args, settings) -> int:
             data,
             ablate=args.ablate,
             ingest_variant=getattr(args, "ingest", False),
+            adjust_variants=getattr(args, "adjust_variants", False),
             show_progress=not args.quiet,
         )
     )

@@ -61,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("recall", help="search memories")
     s.add_argument("query")
-    s.add_argument("--project")
+    s.add_argument(
+        "--project",
+        action="append",
+        help="repeatable or comma-separated: a recall across projects; '*' for every project",
+    )
+    s.add_argument("--current-project", help="with several projects: the one whose memories get +30%%")
     s.add_argument("--limit", type=int)
     s.add_argument("--max-tokens", type=int)
     s.add_argument("--reference-time")

@@ -105,10 +105,24 @@ async def cmd_ingest(engine: Engine, args) -> int:
     return 0
 
 
+def _project_option(values: list[str] | None) -> str | list[str] | None:
+    """``--project`` repeated or comma-separated: one name, or a list (a recall across them)."""
+    names = [n.strip() for v in values or () for n in v.split(",") if n.strip()]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else names
+
+
 async def cmd_recall(engine: Engine, args) -> int:
+    from .projects import resolve_projects
+
+    project, current = await resolve_projects(
+        engine, _project_option(args.project), getattr(args, "current_project", None)
+    )
     req = engine.recall_request(
         args.query,
-        project=args.project,
+        project=project,
+        current_project=current,
         limit=args.limit,
         max_tokens=args.max_tokens,
         mode=args.mode,
@@ -132,6 +146,9 @@ async def cmd_recall(engine: Engine, args) -> int:
     for i, (m, score) in enumerate(res.memories, 1):
         when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
         print(f"{i:>2}. {m.content}{when}\n    id={m.id} score={score:.4f} project={m.project}")
+        factors = args.explain and next((c.adjustments for c in res.ranked if c.memory.id == m.id), None)
+        if factors:
+            print("    adjustments: " + ", ".join(f"{k} {v:g}" for k, v in factors.items()))
     if args.explain:
         print("\ntrace:", file=sys.stderr)
         for st in res.trace.stages:

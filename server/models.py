@@ -139,7 +139,12 @@ class MemoryView(BaseModel):
         description="experience or opinion; left out for world (a fact about the world or others).",
     )
     score: float | SkipJsonSchema[None] = Field(
-        default=None, description="Fused relevance, higher is better (explain=true only)."
+        default=None, description="Final relevance, higher is better (explain=true only)."
+    )
+    adjustments: dict[str, float] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The scoring adjustments' factors on the score: decay, priority, pinned, category, "
+        "project (explain=true only).",
     )
 
 

@@ -35,6 +35,7 @@ from . import migrate as migrations
 from .browse import BrowseQueries
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
+from .scoring import ScoringQueries
 from .search import SearchQueries
 from .topics import TopicQueries, add_to_sums, upsert_topic_sums
 from .upkeep import UpkeepQueries
@@ -92,7 +93,7 @@ class StoredRow:
     auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries, ScoringQueries):
     def __init__(
         self,
         dsn: str,
@@ -784,6 +785,6 @@ def _read_again_once(method):
 # stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
 for _name in (
     "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
-    "resolve_id", "auto_topics",
+    "resolve_id", "auto_topics", "access_stats", "category_centroids",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))

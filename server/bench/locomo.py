@@ -18,7 +18,7 @@ from typing import Any
 
 from memlane.pipeline import arms as arm_registry
 
-from . import unrelated
+from . import adjustments, unrelated
 from .common import (
     BenchContext,
     bench_engine,
@@ -208,8 +208,17 @@ async def ingest_sessions(
     return out, stats
 
 
-async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[Method], runs: dict) -> None:
-    """One question, every method; records scores, wall time and per-stage ms per method."""
+async def ask_one(
+    ctx: BenchContext,
+    ing: Ingested,
+    q: Question,
+    methods: list[Method],
+    runs: dict,
+    variants: dict | None = None,
+) -> None:
+    """One question, every method; records scores, wall time and per-stage ms per method. With
+    ``variants`` (``adjustments.variants``), each scoring-adjustment variant re-scores the default
+    run's candidates, recorded as ``adjust:<name>``."""
     engine = ctx.engine
     req = engine.recall_request(
         q.text, project=ing.project, limit=RECALL_LIMIT, reference_time=ing.conv.reference_time
@@ -225,6 +234,11 @@ async def ask_one(ctx: BenchContext, ing: Ingested, q: Question, methods: list[M
         run.tokens.append(unrelated.delivered_tokens(result))
         for st in result.trace.stages:
             run.stage_ms[st.stage].append(st.ms)
+        if variants and method is DEFAULT:
+            for name, res in adjustments.rescored(result, req, variants).items():
+                runs.setdefault(f"adjust:{name}", MethodRun()).scores.append(
+                    (q.category, recall_at(ranked_dia_ids(res, ing.dias_by_id), q.evidence))
+                )
 
 
 def _same_as_default(method: Method) -> bool:
@@ -232,14 +246,20 @@ def _same_as_default(method: Method) -> bool:
     return not method.options and not method.recall_config and tuple(method.arms) == arm_registry.names()
 
 
-async def ask_all(ctx: BenchContext, ingested: list[Ingested], ablation: list[Method], show: bool) -> dict:
+async def ask_all(
+    ctx: BenchContext,
+    ingested: list[Ingested],
+    ablation: list[Method],
+    show: bool,
+    variants: dict | None = None,
+) -> dict:
     methods = [DEFAULT] + [m for m in ablation if not _same_as_default(m)]
     runs = {m.name: MethodRun() for m in methods}
     total = sum(len(i.conv.questions) for i in ingested)
     with progress(total, "recall", show, unit="q") as bar:
         for ing in ingested:
             for q in ing.conv.questions:
-                await ask_one(ctx, ing, q, methods, runs)
+                await ask_one(ctx, ing, q, methods, runs, variants)
                 bar.update(1)
     for m in ablation:  # methods identical to the default share its run
         runs.setdefault(m.name, runs[DEFAULT.name])
@@ -294,6 +314,13 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
         ),
         "versions": vers,
     }
+    adjusted = {name[len("adjust:") :]: r for name, r in runs.items() if name.startswith("adjust:")}
+    if adjusted:
+        report["adjust_variants"] = {name: recall_block(r.scores) for name, r in adjusted.items()}
+        report["adjust_variants_note"] = (
+            "stage 8 re-applied to the default run's stage-7 candidates per variant (bench/adjustments.py); "
+            "no access statistics (touch=False), one project per recall"
+        )
     if ablation:
         report["ablation"] = {m.name: recall_block(runs[m.name].scores) for m in ablation}
         report["ablation_methods"] = {
@@ -309,17 +336,23 @@ async def run(
     *,
     ablate: bool = False,
     ingest_variant: bool = False,
+    adjust_variants: bool = False,
     embedder=None,
     show_progress=True,
 ) -> dict:
     """Load, ingest, ask, score; returns the JSON-ready report. ``ingest_variant``: also feed each
-    session through ``Engine.ingest`` and score the same questions on what it kept (report["ingest"])."""
+    session through ``Engine.ingest`` and score the same questions on what it kept (report["ingest"]);
+    ``adjust_variants``: also score each stage-8 variant on the default run's candidates."""
     convs = load_conversations(data)
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.warm)  # model load is not remember throughput
         ingested, remember = await ingest(ctx, convs, show_progress)
         ablation = ablation_methods(ctx.engine) if ablate else []
-        runs = await ask_all(ctx, ingested, ablation, show_progress)
+        table = None
+        if adjust_variants:
+            rc = ctx.engine.config.recall
+            table = adjustments.variants(rc.decay, rc.adjust)
+        runs = await ask_all(ctx, ingested, ablation, show_progress, table)
         unrelated_block = await unrelated.ask(ctx.engine, ingested, limit=RECALL_LIMIT)
         vers = await versions(ctx.engine)
         report = build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)

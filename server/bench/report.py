@@ -69,7 +69,13 @@ def locomo_markdown(r: dict[str, Any]) -> str:
     ]
     header = ["method", "R@1", "R@5", "R@10", "R@20", "R@5 cat1-4", "R@10 cat1-4", "p50 ms", "p95 ms"]
     rows = [_method_row(name, block, lat) for name, block, lat in _methods(r)]
-    lines += _table(header, rows) + ["", "### By category (default)", ""]
+    lines += _table(header, rows)
+    if r.get("adjust_variants"):
+        lines += ["", "### Scoring adjustments (stage 8) re-applied to the same candidates", ""]
+        vrows = [_method_row(name, block, None)[:7] for name, block in r["adjust_variants"].items()]
+        lines += _table(header[:7], vrows)
+        lines += ["", r.get("adjust_variants_note", "")]
+    lines += ["", "### By category (default)", ""]
     counts = r.get("questions_by_category", {})
     cat_rows = [[c, counts.get(c), *(b[k] for k in K_LABELS)] for c, b in r["recall"]["by_category"].items()]
     cat_rows.append(

@@ -1,0 +1,446 @@
+"""Stage 8, the scoring adjustments: each factor orders memories as specified, on the real pipeline
+(embedded PostgreSQL, the session's embedding model), and recall across projects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memlane.pipeline import adjust
+from memlane.pipeline.config import AdjustConfig, DecayConfig, EngineConfig, RecallConfig
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.records import Candidate
+from tests.conftest import make_memory
+from tests.llm_fakes import ScriptedLLM, failing
+
+pytestmark = pytest.mark.anyio
+
+REF = datetime(2025, 6, 1, tzinfo=UTC)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _inputs(**kw) -> adjust.Inputs:
+    return adjust.Inputs(reference_time=REF, now=NOW, **kw)
+
+
+# -- the factors, one by one (pure) ------------------------------------------------------------------
+
+
+def test_decay_halves_the_decaying_share_per_half_life_and_spares_pinned_and_future_memories():
+    cfg = DecayConfig(enabled=True, half_life_days=30, share=0.4)
+    month_old = make_memory("a", occurred_at=REF - timedelta(days=30))
+    assert adjust.decay_factor(month_old, cfg, REF) == pytest.approx(1 - 0.4 + 0.4 * 0.5)
+    two_months = make_memory("a", occurred_at=REF - timedelta(days=60))
+    assert adjust.decay_factor(two_months, cfg, REF) == pytest.approx(1 - 0.4 + 0.4 * 0.25)
+    ancient = make_memory("a", occurred_at=REF - timedelta(days=3650))
+    assert adjust.decay_factor(ancient, cfg, REF) == pytest.approx(0.6, abs=1e-6)  # never below 1 - share
+    pinned = make_memory("a", occurred_at=REF - timedelta(days=365), pinned=True)
+    assert adjust.decay_factor(pinned, cfg, REF) == 1.0
+    future = make_memory("a", occurred_at=REF + timedelta(days=10))
+    assert adjust.decay_factor(future, cfg, REF) == 1.0
+    # occurred_at wins over created_at; without it, created_at counts.
+    stored_late = make_memory("a", occurred_at=REF, created_at=REF - timedelta(days=300))
+    assert adjust.decay_factor(stored_late, cfg, REF) == 1.0
+    undated = make_memory("a", created_at=REF - timedelta(days=30))
+    assert adjust.decay_factor(undated, cfg, REF) == pytest.approx(0.8)
+
+
+def test_decay_uses_the_half_life_of_the_memorys_category():
+    cfg = DecayConfig(enabled=True, half_life_days=30, share=1.0, category_half_life_days={"preference": 360})
+    old = REF - timedelta(days=360)
+    assert adjust.decay_factor(
+        make_memory("a", occurred_at=old, category="preference"), cfg, REF
+    ) == pytest.approx(0.5)
+    assert adjust.decay_factor(
+        make_memory("a", occurred_at=old, category="incident"), cfg, REF
+    ) == pytest.approx(0.5**12)
+
+
+def test_priority_boost_grows_with_priority_frequency_and_recency_and_stays_within_2x():
+    cfg = AdjustConfig()
+    low, default, high = (make_memory("a", priority=p) for p in (1, 3, 5))
+    assert adjust.hotness(low, cfg, None, NOW) == 0.0
+    assert adjust.hotness(default, cfg, None, NOW) < adjust.hotness(high, cfg, None, NOW)
+    often = adjust.hotness(default, cfg, (10, NOW - timedelta(days=30)), NOW)
+    once = adjust.hotness(default, cfg, (1, NOW - timedelta(days=30)), NOW)
+    assert once < often
+    recent = adjust.hotness(default, cfg, (1, NOW - timedelta(hours=1)), NOW)
+    assert once < recent
+    hottest = adjust.factors_of(
+        high, DecayConfig(), cfg, _inputs(access={high.id: (10_000, NOW)}), ("priority",)
+    )
+    assert 1.99 < hottest["priority"] <= 2.0
+    capped = adjust.factors_of(
+        high,
+        DecayConfig(),
+        AdjustConfig(max_priority_boost=1.5),
+        _inputs(access={high.id: (10_000, NOW)}),
+        ("priority",),
+    )
+    assert capped["priority"] <= 1.5
+    with pytest.raises(ValueError):
+        AdjustConfig(max_priority_boost=2.5)  # bounded at 2x
+
+
+def test_an_llm_reranked_order_survives_when_the_factors_agree():
+    """The rerank stage reorders without scores; stage 8 keeps that order unless a factor says otherwise."""
+    a, b, c = (make_memory(x) for x in "abc")
+    reranked = [Candidate(b, 0.5), Candidate(c, 0.4), Candidate(a, 0.9)]  # not in score order
+    out = adjust.rescore(reranked, DecayConfig(), AdjustConfig(), _inputs(), ("priority",))
+    assert [x.memory.content for x in out] == ["b", "c", "a"]
+    assert [x.base_score for x in out] == [0.9, 0.5, 0.4]
+
+
+def test_recall_decay_switch_accepts_a_boolean_or_the_table():
+    assert RecallConfig(decay=True).decay.enabled is True
+    assert RecallConfig(decay="false").decay.enabled is False
+    assert RecallConfig(decay={"enabled": True, "share": 0.5}).decay.share == 0.5
+    with pytest.raises(ValueError):
+        RecallConfig(decay={"share": 1.5})
+    with pytest.raises(ValueError):
+        RecallConfig(decay={"category_half_life_days": {"x": 0}})
+
+
+# -- on the real pipeline ----------------------------------------------------------------------------
+
+
+def _config(engine_config: EngineConfig, **recall) -> EngineConfig:
+    merged = {**engine_config.recall.model_dump(), **recall}
+    return engine_config.model_copy(update={"recall": RecallConfig.model_validate(merged)})
+
+
+@pytest.fixture
+async def make_engine(engine_config, embedder):
+    opened: list[Engine] = []
+
+    async def _make(llm=None, **recall) -> Engine:
+        eng = Engine(_config(engine_config, **recall), embedder=embedder, llm=llm)
+        await eng.open()
+        opened.append(eng)
+        return eng
+
+    yield _make
+    for eng in opened:
+        await eng.close()
+
+
+async def _ranked(eng: Engine, query: str, **kw) -> list[Candidate]:
+    req = eng.recall_request(query, explain=True, reference_time=kw.pop("reference_time", REF), **kw)
+    res = await eng.recall(req, touch=False)
+    return res.ranked
+
+
+async def _twins(eng: Engine, content: str, first: dict, second: dict, project: str = "p"):
+    """The same content twice (on two days, so both are stored): equal fused scores. ``stable_key``
+    puts the earlier day first when scores tie, so the later one must win on its factor alone."""
+    out = []
+    for day, fields in ((1, first), (2, second)):
+        item = {"content": content, "project": project, "occurred_at": f"2025-05-0{day}", **fields}
+        out.append((await eng.remember(item)).id)
+    return out
+
+
+async def test_equal_scores_pinned_first(make_engine):
+    eng = await make_engine()
+    plain, pinned = await _twins(eng, "The deploy key lives in the ops vault", {}, {"pinned": True})
+    ranked = await _ranked(eng, "where is the deploy key?", project="p")
+    assert [c.memory.id for c in ranked[:2]] == [pinned, plain]
+    assert ranked[0].adjustments["pinned"] == pytest.approx(1.1)
+    assert "pinned" not in ranked[1].adjustments
+    assert ranked[0].score == pytest.approx(ranked[1].score * 1.1)
+    # Without stage 8 the tie breaks the other way: the factor made the difference.
+    req = eng.recall_request("where is the deploy key?", project="p", reference_time=REF)
+    bare = await eng.recall(req, touch=False, adjustments=False)
+    assert [c.memory.id for c in bare.ranked[:2]] == [plain, pinned]
+
+
+async def test_equal_scores_priority_5_before_priority_1(make_engine):
+    eng = await make_engine()
+    low, high = await _twins(eng, "Backups run at 3am from the replica", {"priority": 1}, {"priority": 5})
+    ranked = await _ranked(eng, "when do backups run?", project="p")
+    assert [c.memory.id for c in ranked[:2]] == [high, low]
+    assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"]
+
+
+async def test_equal_scores_a_memory_recalled_often_and_lately_comes_first(make_engine):
+    eng = await make_engine()
+    cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
+    for _ in range(5):
+        await eng.store.touch([hot])
+    ranked = await _ranked(eng, "where is the VPN config?", project="p")
+    assert [c.memory.id for c in ranked[:2]] == [hot, cold]
+    assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"] == pytest.approx(1.25)
+
+
+async def test_an_old_exact_match_beats_a_fresh_vague_one_because_only_a_share_decays(make_engine):
+    exact = {"content": "The billing service stores invoices in PostgreSQL", "occurred_at": "2023-01-10"}
+    vague = {"content": "Someone from billing asked about a service yesterday", "occurred_at": "2025-05-31"}
+    query = "which database does the billing service store invoices in?"
+    eng = await make_engine(decay={"enabled": True, "half_life_days": 30, "share": 0.2})
+    for item in (exact, vague):
+        await eng.remember({**item, "project": "p"})
+    ranked = await _ranked(eng, query, project="p")
+    assert ranked[0].memory.content == exact["content"]
+    assert ranked[0].adjustments["decay"] == pytest.approx(0.8, abs=1e-3)  # 2.4 years: fully decayed share
+    assert ranked[1].adjustments["decay"] > 0.97
+    # With the whole score decaying, the fresh vague memory would win: the bound is what keeps it.
+    eng_full = await make_engine(decay={"enabled": True, "half_life_days": 30, "share": 1.0})
+    ranked = await _ranked(eng_full, query, project="p")
+    assert ranked[0].memory.content == vague["content"]
+
+
+async def test_decay_is_off_by_default_and_recall_decay_false_switches_it_off(make_engine):
+    eng = await make_engine()
+    await eng.remember(
+        {"content": "Old note about the release train", "occurred_at": "2020-01-01", "project": "p"}
+    )
+    ranked = await _ranked(eng, "release train", project="p")
+    assert "decay" not in ranked[0].adjustments
+    eng = await make_engine(decay=False)
+    assert "decay" not in (await _ranked(eng, "release train", project="p"))[0].adjustments
+    eng = await make_engine(decay=True)
+    assert ranked and (await _ranked(eng, "release train", project="p"))[0].adjustments["decay"] < 1.0
+
+
+async def test_category_matching_the_question_is_boosted_offline_by_its_centroid(make_engine):
+    eng = await make_engine()
+    infra = [
+        "The primary database runs PostgreSQL 16 on two hosts",
+        "Database backups are streamed to object storage",
+        "The connection pooler sits in front of the database",
+    ]
+    cooking = [
+        "Grandma's lasagna needs three layers",
+        "Bake the bread at 220 degrees",
+        "Risotto wants patience",
+    ]
+    for text in infra:
+        await eng.remember({"content": text, "project": "p", "category": "infrastructure"})
+    for text in cooking:
+        await eng.remember({"content": text, "project": "p", "category": "recipes"})
+    a, b = await _twins(
+        eng,
+        "We decided to keep the schema migrations small",
+        {"category": "recipes"},
+        {"category": "infrastructure"},
+    )
+    ranked = await _ranked(eng, "what did we decide about database schema migrations?", project="p")
+    order = [c.memory.id for c in ranked]
+    assert order.index(b) < order.index(a)
+    by_id = {c.memory.id: c for c in ranked}
+    assert by_id[b].adjustments["category"] > by_id[a].adjustments["category"] >= 1.0
+
+
+async def test_category_match_asks_the_llm_when_one_is_configured_and_falls_back_offline(make_engine):
+    llm = ScriptedLLM().enqueue("category_match", '{"alpha": 0.0, "beta": 1.0}', failing("HTTP 503"))
+    eng = await make_engine(llm=llm)
+    a, b = await _twins(
+        eng, "The on-call rotation changes on Mondays", {"category": "beta"}, {"category": "alpha"}
+    )
+    req = eng.recall_request(
+        "when does the on-call rotation change?", project="p", reference_time=REF, mode="fast"
+    )
+    res = await eng.recall(req, touch=False)
+    assert [c.memory.id for c in res.ranked[:2]] == [a, b]  # beta rated 1.0 by the model
+    assert res.ranked[0].adjustments["category"] == pytest.approx(1.2)
+    [call] = llm.calls_for("category_match")
+    assert "<question>" in call["user"] and 'name="alpha"' in call["user"] and 'name="beta"' in call["user"]
+    stage = next(s for s in res.trace.stages if s.stage == "adjustments")
+    assert stage.detail["category"]["implementation"] == "llm"
+    assert stage.detail["prompt"].startswith("category_match@v1")
+    # The provider fails: the offline centroid match stands in, and the trace says so.
+    res = await eng.recall(
+        eng.recall_request("who is on call on Mondays?", project="p", mode="fast"), touch=False
+    )
+    stage = next(s for s in res.trace.stages if s.stage == "adjustments")
+    assert stage.status.startswith("degraded: category_match LLM failed")
+    assert stage.detail["category"]["implementation"].startswith("offline")
+    assert len(res.ranked) >= 2
+
+
+async def test_a_recall_with_one_project_stays_isolated_and_has_no_project_factor(make_engine):
+    eng = await make_engine()
+    await eng.remember({"content": "The staging cluster is in Frankfurt", "project": "a"})
+    await eng.remember({"content": "The staging cluster is in Oregon", "project": "b"})
+    for project in ("a", ["a"]):
+        ranked = await _ranked(eng, "where is the staging cluster?", project=project)
+        assert {c.memory.project for c in ranked} == {"a"}
+        assert all("project" not in c.adjustments for c in ranked)
+
+
+async def test_a_recall_across_projects_boosts_the_current_project(make_engine):
+    eng = await make_engine()
+    content = "The staging cluster is in Frankfurt"
+    for project in ("alpha", "beta", "gamma"):
+        await eng.remember({"content": content, "project": project})
+    for current in ("alpha", "beta", "gamma"):
+        ranked = await _ranked(
+            eng, "where is the staging cluster?", project=["alpha", "beta", "gamma"], current_project=current
+        )
+        assert ranked[0].memory.project == current
+        assert ranked[0].adjustments["project"] == pytest.approx(1.3)
+        assert {c.memory.project for c in ranked} == {"alpha", "beta", "gamma"}
+        assert all(c.adjustments["project"] == pytest.approx(0.8) for c in ranked[1:])
+    req = eng.recall_request("where is the staging cluster?", project=["alpha", "beta"], reference_time=REF)
+    assert req.project == "alpha" and req.projects == ("alpha", "beta")  # current: the first listed
+    res = await eng.recall(req, touch=False)
+    assert [m["project"] for m in res.rendered["memories"]] == ["alpha", "beta"]  # each shows its project
+    retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+    assert set(retrieval.detail["projects"]) == {"alpha", "beta"}
+    assert [s.stage for s in res.trace.stages].count("retrieval") == 1
+
+
+async def test_a_better_match_elsewhere_can_still_beat_the_current_project(make_engine):
+    eng = await make_engine()
+    await eng.remember({"content": "Alice prefers tabs over spaces in Python code", "project": "other"})
+    await eng.remember({"content": "Tabs were mentioned in a meeting", "project": "here"})
+    ranked = await _ranked(eng, "does Alice prefer tabs or spaces in Python?", project=["here", "other"])
+    assert ranked[0].memory.project == "other"
+    assert ranked[0].adjustments["project"] == pytest.approx(0.8)
+
+
+async def test_project_lists_are_checked(make_engine):
+    eng = await make_engine()
+    with pytest.raises(InvalidInput, match="empty list"):
+        eng.recall_request("q", project=[])
+    with pytest.raises(InvalidInput, match="every project"):
+        eng.recall_request("q", project=["*", "a"])
+    with pytest.raises(InvalidInput, match="expanded"):
+        eng.recall_request("q", project="*")
+    with pytest.raises(InvalidInput, match="project must be a string"):
+        eng.recall_request("q", project=["a", 3])
+    req = eng.recall_request("q", project="b", current_project="a")
+    assert req.project == "a" and req.projects == ("a", "b")  # the current project is always searched
+    assert eng.recall_request("q", project=["a", "a"]).projects == ()  # one project: isolated
+
+
+async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
+    from memlane.server.bench.methods import ablation_methods
+
+    eng = await make_engine()
+    names = [m.name for m in ablation_methods(eng)]
+    assert "fused-no-adjustments" in names
+    await eng.remember({"content": "Pinned runbook for the pager", "pinned": True, "project": "p"})
+    req = eng.recall_request("pager runbook", project="p")
+    res = await eng.recall(req, touch=False, adjustments=False)
+    stage = next(s for s in res.trace.stages if s.stage == "adjustments")
+    assert stage.status == "skipped: adjustments switched off"
+    assert res.ranked[0].adjustments == {}
+
+
+# -- over MCP and on the command line ------------------------------------------------------------
+
+
+@pytest.fixture
+def connect(database_url, tmp_path, embedder):
+    from contextlib import asynccontextmanager
+
+    from mcp import Client
+
+    from memlane.pipeline.config import DatabaseConfig
+    from memlane.server.app import build_server
+    from memlane.server.settings import load
+
+    @asynccontextmanager
+    async def _connect():
+        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+        try:
+            async with Client(server) as client:
+                yield client
+        finally:
+            await state.close()
+
+    return _connect
+
+
+async def _call(client, tool: str, args: dict) -> tuple[bool, dict | str]:
+    r = await client.call_tool(tool, args)
+    return r.is_error, (r.content[0].text if r.is_error else r.structured_content)
+
+
+async def test_recall_tool_spans_a_list_of_projects_or_every_project_and_shows_each_ones_project(connect):
+    async with connect() as client:
+        for project in ("default", "web", "mobile"):
+            err, _ = await _call(
+                client, "remember", {"content": f"The {project} release ships on Fridays", "project": project}
+            )
+            assert not err
+        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
+        assert [m.get("project") for m in out["memories"]] == [None]  # one project: isolated, as before
+        err, out = await _call(
+            client,
+            "recall",
+            {
+                "query": "when does the release ship?",
+                "project": ["web", "mobile"],
+                "current_project": "mobile",
+            },
+        )
+        assert not err, out
+        assert [m["project"] for m in out["memories"]] == ["mobile", "web"]
+        err, out = await _call(
+            client, "recall", {"query": "when does the release ship?", "project": "*", "explain": True}
+        )
+        assert not err, out
+        assert {m["project"] for m in out["memories"]} == {"default", "web", "mobile"}
+        assert out["memories"][0]["project"] == "default"  # '*': the default project is the current one
+        assert out["memories"][0]["adjustments"]["project"] == pytest.approx(1.3)
+        assert all(m["adjustments"]["project"] == pytest.approx(0.8) for m in out["memories"][1:])
+        stage = next(s for s in out["trace"]["stages"] if s["stage"] == "adjustments")
+        assert stage["status"] == "ran" and "project" in stage["detail"]["factors"]
+        assert stage["detail"]["current_project"] == "default"
+        err, msg = await _call(client, "recall", {"query": "release", "project": ["*", "web"]})
+        assert err and "every project" in msg
+        err, msg = await _call(client, "recall", {"query": "release", "project": []})
+        assert err and "empty list" in msg
+        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
+        assert not err  # the server keeps working after the errors
+
+
+async def test_explain_shows_each_memorys_factors_and_a_plain_recall_does_not(connect):
+    async with connect() as client:
+        await _call(
+            client,
+            "remember",
+            {"content": "Pinned: the prod database password rotates monthly", "pinned": True, "priority": 5},
+        )
+        err, out = await _call(
+            client, "recall", {"query": "how often does the password rotate?", "explain": True}
+        )
+        assert not err
+        [m] = out["memories"]
+        assert m["adjustments"]["pinned"] == pytest.approx(1.1)
+        assert m["adjustments"]["priority"] == pytest.approx(1.5)  # priority 5, never recalled: hot 0.5
+        err, out = await _call(client, "recall", {"query": "how often does the password rotate?"})
+        assert "adjustments" not in out["memories"][0] and "score" not in out["memories"][0]
+
+
+def test_cli_project_option_takes_repeats_and_commas():
+    from memlane.server.commands import _project_option
+
+    assert _project_option(None) is None
+    assert _project_option(["web"]) == "web"
+    assert _project_option(["web,mobile", "api"]) == ["web", "mobile", "api"]
+    assert _project_option(["*"]) == "*"
+
+
+def test_bench_variants_rescore_the_same_candidates():
+    from types import SimpleNamespace
+
+    from memlane.server.bench import adjustments as bench_adjust
+
+    old = make_memory("old exact", occurred_at=REF - timedelta(days=300))
+    new = make_memory("new", occurred_at=REF - timedelta(days=1))
+    ranked = [
+        Candidate(old, 1.0, base_score=1.0, adjustments={"priority": 1.25}),
+        Candidate(new, 0.9, base_score=0.9),
+    ]
+    table = bench_adjust.variants(DecayConfig(), AdjustConfig())
+    req = SimpleNamespace(reference_time=REF, searched_projects=("p",), project="p")
+    out = bench_adjust.rescored(SimpleNamespace(ranked=ranked), req, table)
+    assert [c.memory.content for c in out["none"].ranked] == ["old exact", "new"]
+    assert [c.memory.content for c in out["decay share=0.5 half-life=30d"].ranked] == ["new", "old exact"]
+    assert [c.memory.content for c in out["decay share=0.05 half-life=30d"].ranked] == ["old exact", "new"]
