@@ -130,10 +130,16 @@ class Engine:
         [out] = await self.remember_many([item])
         return out
 
-    async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
-        """Validate every item, then embed and store them in one transaction."""
+    async def remember_many(
+        self, items: list[MemoryInput | dict[str, Any]], *, chain: bool = True
+    ) -> list[Remembered]:
+        """Validate every item, then embed and store them in one transaction, with their entities
+        and graph links. ``chain``: a batch sharing a source (and giving no positions) is one
+        conversation, linked in order with ``next``; ``import`` passes False (a file of unrelated
+        memories that share a source such as "mcp")."""
         inputs = remember_path.parse(self.config, items)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs)
+        plan = remember_path.link_plan(self.config.graph, inputs, chain=chain)
+        return await remember_path.store_inputs(self.store, self.embedder, inputs, plan)
 
     def recall_request(
         self,
@@ -229,7 +235,8 @@ class Engine:
         mid = await self.store.resolve_id(memory_id)
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
-        return await self.store.update(mid, fields, model_id=self.embedder.model_id)
+        plan = remember_path.LinkPlan(settings=remember_path.link_settings(self.config.graph), entities=[])
+        return await self.store.update(mid, fields, model_id=self.embedder.model_id, links=plan)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a

@@ -31,6 +31,8 @@ class Retrieved:
     lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
     memories: dict[str, Memory] = field(default_factory=dict)
+    embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
+    details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -42,6 +44,17 @@ class Retrieved:
         for h in hits:
             key = str(h.memory.id)
             self.memories[key] = h.memory
+            best = self.scores.setdefault(key, {})
+            for arm in self.arms:
+                if arm in h.scores:
+                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+
+    def add_scores(self, hits) -> None:
+        """Exact scores on the store arms for memories a Python arm found, without adding them to
+        the store arms' ranked lists (they were not in their top k)."""
+        for h in hits:
+            key = str(h.memory.id)
+            self.memories.setdefault(key, h.memory)
             best = self.scores.setdefault(key, {})
             for arm in self.arms:
                 if arm in h.scores:
@@ -106,10 +119,10 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         embedding_arms = tuple(n for n in store_arms if arm_registry.REGISTRY[n].needs == {"embedding"})
         if embedding_arms:
             jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
-    out = Retrieved(arms=tuple(a.name for a in active))
+    out = Retrieved(arms=tuple(a.name for a in active), embedding=vectors[0] if vectors else None)
     for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
         out.add(suffix, hits)
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    return Step(out, detail={"arms": {name: len(hits) for name, hits in out.lists.items()}})
+    return Step(out, detail={"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.details})

@@ -144,7 +144,7 @@ async def cmd_import(engine: Engine, args) -> int:
     with _progress(len(inputs), "importing") as bar:
         for i in range(0, len(inputs), args.batch_size):
             batch = inputs[i : i + args.batch_size]
-            results = await engine.remember_many(batch)
+            results = await engine.remember_many(batch, chain=False)
             c = sum(1 for r in results if r.status == "created")
             created += c
             duplicate += len(results) - c
