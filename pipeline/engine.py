@@ -154,6 +154,8 @@ class Engine:
         category: Any = None,
         tags: Any = None,
         explain: bool = False,
+        include_context: Any = False,
+        include_entities: Any = False,
     ) -> RecallRequest:
         cfg = self.config.recall
         if not isinstance(query, str) or not query.strip():
@@ -176,6 +178,9 @@ class Engine:
         mode = cfg.mode if mode is None else mode
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        for name, flag in (("include_context", include_context), ("include_entities", include_entities)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be true or false; got {flag!r}")
         now = v.parse_datetime(reference_time, "reference_time") or datetime.now(UTC)
         return RecallRequest(
             query=query.strip(),
@@ -188,6 +193,8 @@ class Engine:
             category=v.category_name(category),
             tags=v.tag_list(tags, self.config.remember.max_tags),
             explain=bool(explain),
+            include_context=include_context,
+            include_entities=include_entities,
         )
 
     async def recall(

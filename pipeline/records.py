@@ -58,6 +58,8 @@ class RecallRequest:
     category: str | None = None
     tags: tuple[str, ...] = ()
     explain: bool = False
+    include_context: bool = False  # each memory's previous/next neighbours in its source
+    include_entities: bool = False  # other key facts about the entities of the results
 
 
 @dataclass(slots=True)

@@ -208,7 +208,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         budget: Annotated[
             Literal["low", "mid", "high"],
             Field(
-                description="How much work recall may do; offline (no LLM provider) every budget does the same."
+                description="How much work recall may do: how far the graph arm expands, and the LLM stages' work."
             ),
         ] = "mid",
         mode: Annotated[
@@ -229,6 +229,20 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 description="Also return full ids, scores and the pipeline trace (per-stage timings and counts)."
             ),
         ] = False,
+        include_context: Annotated[
+            bool,
+            Field(
+                description="Also return each memory's previous/next neighbours in its conversation or "
+                "document (within a share of max_tokens)."
+            ),
+        ] = False,
+        include_entities: Annotated[
+            bool,
+            Field(
+                description="Also return other key facts about the entities the memories mention "
+                "(within a share of max_tokens)."
+            ),
+        ] = False,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
@@ -244,6 +258,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 category=category,
                 tags=tags,
                 explain=explain,
+                include_context=include_context,
+                include_entities=include_entities,
             )
             sampler = sampler_for(ctx, eng.llm)
             res = await eng.recall(req, sampling=sampler, touch=sampler is None)

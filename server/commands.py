@@ -72,6 +72,8 @@ async def cmd_recall(engine: Engine, args) -> int:
         category=args.category,
         tags=args.tags,
         explain=args.explain,
+        include_context=args.include_context,
+        include_entities=args.include_entities,
     )
     res = await engine.recall(req)
     if args.json:
@@ -86,6 +88,13 @@ async def cmd_recall(engine: Engine, args) -> int:
     for i, (m, score) in enumerate(res.memories, 1):
         when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
         print(f"{i:>2}. {m.content}{when}\n    id={m.id} score={score:.4f} project={m.project}")
+        views = res.rendered.get("memories", [])
+        for item in views[i - 1].get("context", []) if i <= len(views) else []:
+            print(f"    context [{item['position']}] {item['content']}")
+    for entity in res.rendered.get("entities", []):
+        print(f"entity {entity['name']}:")
+        for fact in entity["facts"]:
+            print(f"    - {fact}")
     if args.explain:
         print("\ntrace:", file=sys.stderr)
         for st in res.trace.stages:

@@ -4,13 +4,16 @@ PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph ar
 import psycopg
 import pytest
 
-from memlane.pipeline import entities, maintain
+from memlane.pipeline import entities, maintain, render
 from memlane.pipeline.config import GraphConfig
 from memlane.pipeline.context import RecallContext
+from memlane.pipeline.engine import Engine
 from memlane.pipeline.entities import Entity, extract, normalise, resolve_aliases
+from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.intent import analyse_offline
 from memlane.pipeline.records import Query
 from memlane.pipeline.retrieve import retrieve
+from memlane.pipeline.tokens import count_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -351,3 +354,82 @@ async def test_the_graph_arm_stays_in_its_project(engine):
     )
     res = await engine.recall(engine.recall_request("What did Caroline adopt?", limit=50))
     assert all(m.project == "default" for m, _ in res.memories)
+
+
+# -- recall output extras ----------------------------------------------------------------------------
+
+
+async def test_include_context_returns_neighbours_within_the_budget(engine):
+    await seed_conversation(engine)
+    q = "What did Caroline adopt from the shelter?"
+    res = await engine.recall(engine.recall_request(q, limit=1, include_context=True))
+    [view] = res.rendered["memories"]
+    assert view["content"] == "Caroline: I adopted a dog from the shelter last week"
+    assert view["context"] == [
+        {"id": view["context"][0]["id"], "content": "Melanie: what is its name?", "position": 1}
+    ]
+    assert len(view["context"][0]["id"]) >= 8
+    plain = await engine.recall(engine.recall_request(q, limit=1))
+    assert "context" not in plain.rendered["memories"][0]
+    # A tight budget: the context gives way, the result stays within max_tokens.
+    for max_tokens in (60, 80, 120, 400):
+        res = await engine.recall(
+            engine.recall_request(q, limit=3, max_tokens=max_tokens, include_context=True)
+        )
+        assert res.tokens_used <= max_tokens
+        assert count_tokens(render.to_text(res.rendered)) == res.tokens_used
+
+
+async def test_include_entities_returns_other_facts_about_the_entities(engine):
+    await engine.remember_many(
+        [
+            {"content": "Melanie adopted a cat named Luna from the PetPal shelter"},
+            {"content": "PetPal shelter closes on Sundays"},
+            {"content": "PetPal shelter was founded by Ada Lovelace in 2019"},
+            {"content": "Unrelated: the weather was nice"},
+        ]
+    )
+    res = await engine.recall(
+        engine.recall_request("What did Melanie adopt?", limit=1, include_entities=True)
+    )
+    assert res.rendered["memories"][0]["content"].startswith("Melanie adopted a cat")
+    entities = {e["name"]: e["facts"] for e in res.rendered["entities"]}
+    assert set(entities["PetPal"]) == {
+        "PetPal shelter closes on Sundays",
+        "PetPal shelter was founded by Ada Lovelace in 2019",
+    }
+    assert res.tokens_used <= engine.config.recall.default_max_tokens
+    small = await engine.recall(
+        engine.recall_request("What did Melanie adopt?", limit=1, max_tokens=70, include_entities=True)
+    )
+    assert small.tokens_used <= 70
+    with pytest.raises(InvalidInput, match="include_entities"):
+        engine.recall_request("x", include_entities="yes")
+
+
+async def test_the_recall_tool_takes_include_context_and_include_entities(
+    engine, database_url, tmp_path, embedder
+):
+    from mcp import Client
+
+    from memlane.pipeline.config import DatabaseConfig
+    from memlane.server.app import build_server
+    from memlane.server.settings import load
+
+    await seed_conversation(engine)
+    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+    try:
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            props = tools["recall"].input_schema["properties"]
+            assert {"include_context", "include_entities"} <= set(props)
+            r = await client.call_tool(
+                "recall",
+                {"query": "What did Caroline adopt from the shelter?", "limit": 1, "include_context": True},
+            )
+            assert r.is_error is False, r.content[0].text
+            [view] = r.structured_content["memories"]
+            assert view["context"][0]["content"] == "Melanie: what is its name?"
+    finally:
+        await state.close()

@@ -313,6 +313,58 @@ class GraphQueries:
             )
             return [(e, m, int(n)) for e, m, n in await cur.fetchall()]
 
+    # -- recall output extras -------------------------------------------------------------------
+
+    async def context_of(self, ids: list[UUID]) -> dict[UUID, list[tuple[UUID, str, int | None]]]:
+        """Each memory's ``previous`` then ``next`` neighbours: (id, content, position)."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT l.dst AS anchor, m.id, m.content, m.position, 0 AS side FROM memory_links l"
+                " JOIN memories m ON m.id = l.src WHERE l.kind = 'next' AND l.dst = ANY(%(ids)s)"
+                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
+                " UNION ALL"
+                " SELECT l.src, m.id, m.content, m.position, 1 FROM memory_links l"
+                " JOIN memories m ON m.id = l.dst WHERE l.kind = 'next' AND l.src = ANY(%(ids)s)"
+                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
+                " ORDER BY 1, 5, 4, 2",
+                {"ids": ids},
+            )
+            out: dict[UUID, list[tuple[UUID, str, int | None]]] = defaultdict(list)
+            for anchor, mid, content, position, _ in await cur.fetchall():
+                out[anchor].append((mid, content, position))
+        return dict(out)
+
+    async def entity_facts(
+        self, ids: list[UUID], *, max_entities: int, per_entity: int, max_degree: int
+    ) -> list[tuple[str, list[str]]]:
+        """The entities these memories mention most (a speaker's name, mentioned everywhere, is
+        left out) and, for each, the latest other memories that mention it: (name, [content])."""
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH ents AS (SELECT entity_id, count(*) AS hits FROM memory_entities"
+                "   WHERE memory_id = ANY(%(ids)s) GROUP BY entity_id),"
+                " ranked AS (SELECT e.id, e.name, ents.hits,"
+                "   (SELECT count(*) FROM memory_entities d WHERE d.entity_id = e.id) AS degree"
+                "   FROM ents JOIN memlane_entities e ON e.id = ents.entity_id),"
+                " top AS (SELECT * FROM ranked WHERE degree > 1 AND degree <= %(maxdeg)s"
+                "   ORDER BY hits DESC, degree, name LIMIT %(n)s)"
+                " SELECT top.name, f.content FROM top CROSS JOIN LATERAL ("
+                "   SELECT m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id"
+                "    WHERE me.entity_id = top.id AND NOT (me.memory_id = ANY(%(ids)s))"
+                "      AND (m.expires_at IS NULL OR m.expires_at > now())"
+                "    ORDER BY coalesce(m.occurred_at, m.created_at) DESC, m.id LIMIT %(per)s) f"
+                " ORDER BY top.hits DESC, top.degree, top.name",
+                {"ids": ids, "maxdeg": max_degree, "n": max_entities, "per": per_entity},
+            )
+            out: dict[str, list[str]] = {}
+            for name, content in await cur.fetchall():
+                out.setdefault(name, []).append(content)
+        return list(out.items())
+
     async def graph_counts(self) -> dict[str, Any]:
         async with self._connection() as conn:
             cur = await conn.execute(
