@@ -50,7 +50,7 @@ class EmbeddingConfig(Section):
 
 
 LLMProviderName = Literal["none", "anthropic", "openai", "openai-compatible", "sampling"]
-LLM_STAGES = ("intent", "synthesis", "hyde", "rerank")
+LLM_STAGES = ("intent", "synthesis", "hyde", "rerank", "extract")  # extract: the write path's graph
 
 
 class LLMStageConfig(Section):
@@ -68,6 +68,7 @@ class LLMStagesConfig(Section):
     synthesis: LLMStageConfig = LLMStageConfig()
     hyde: LLMStageConfig = LLMStageConfig()
     rerank: LLMStageConfig = LLMStageConfig()
+    extract: LLMStageConfig = LLMStageConfig()  # remember: entities and causes links (pipeline/extract.py)
 
 
 class ModelPrice(Section):

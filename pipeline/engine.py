@@ -139,7 +139,20 @@ class Engine:
         memories that share a source such as "mcp")."""
         inputs = remember_path.parse(self.config, items)
         plan = remember_path.link_plan(self.config.graph, inputs, chain=chain)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs, plan)
+        results = await remember_path.store_inputs(self.store, self.embedder, inputs, plan)
+        if self.llm is not None:  # the extract stage's entities and causes links, when an LLM serves it
+            from . import extract
+
+            created = [
+                (r.id, r.project, m.content)
+                for r, m in zip(results, inputs, strict=True)
+                if r.status == "created"
+            ]
+            try:
+                await extract.enrich(self, created)
+            except Exception as e:  # stored already: the LLM's additions are extra, never a failed remember
+                log.warning("LLM extraction skipped: %s", type(e).__name__)
+        return results
 
     def recall_request(
         self,

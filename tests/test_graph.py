@@ -433,3 +433,61 @@ async def test_the_recall_tool_takes_include_context_and_include_entities(
             assert view["context"][0]["content"] == "Melanie: what is its name?"
     finally:
         await state.close()
+
+
+# -- LLM extraction on the write path (ScriptedLLM stands in for a paid API) --------------------------
+
+
+async def test_an_llm_extractor_adds_entities_and_causes_links(engine_config, embedder, database_url):
+    import json
+
+    from llm_fakes import ScriptedLLM, failing
+
+    llm = ScriptedLLM()
+    eng = Engine(engine_config, embedder=embedder, llm=llm)
+    await eng.open()
+    try:
+        cause = await eng.remember(
+            {"content": "We changed the connection pool size of the billing service to 2"}
+        )
+        llm.enqueue(
+            "extract",
+            json.dumps(
+                {"entities": [{"name": "billing service", "kind": "term"}], "caused_by": [1], "causes": [7]}
+            ),
+        )
+        effect = await eng.remember(
+            {"content": "The billing service connection pool ran out and requests timed out"}
+        )
+        [call] = [c for c in llm.calls_for("extract") if "ran out" in c["user"]]
+        assert "[1] We changed the connection pool size" in call["user"]  # the earlier memory, numbered
+        assert (str(cause.id), str(effect.id)) in links(database_url, "causes")
+        assert "billing service" in mentions(database_url, effect.id)
+        # A failing LLM costs the extras only: the memory and its offline links are stored.
+        llm.enqueue("extract", failing("HTTP 503"))
+        third = await eng.remember({"content": "Billing service pool size restored to 20 by Alice"})
+        assert third.status == "created" and "alice" in mentions(database_url, third.id)
+    finally:
+        await eng.close()
+
+
+def test_extract_replies_are_checked():
+    from uuid import uuid4
+
+    from memlane.pipeline.extract import parse_reply
+    from memlane.pipeline.providers.llm import LLMError
+
+    me, a, b = uuid4(), uuid4(), uuid4()
+    entities, pairs = parse_reply(
+        {
+            "entities": [{"name": "Ada's", "kind": "bogus"}, "x", {"name": " "}],
+            "caused_by": [2, 0, True, "1"],
+            "causes": [1],
+        },
+        [a, b],
+        me,
+    )
+    assert entities == [Entity("ada", "Ada's", "name")]
+    assert pairs == [(b, me), (me, a)]
+    with pytest.raises(LLMError):
+        parse_reply(["not", "an", "object"], [], me)

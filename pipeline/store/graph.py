@@ -226,6 +226,37 @@ class GraphQueries:
             present = {r[0] for r in await cur.fetchall()}
             return await write_links(conn, [it for it in items if it.memory_id in present], settings)
 
+    async def contents(self, ids: list[UUID]) -> dict[UUID, str]:
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT id, content FROM memories WHERE id = ANY(%s)", (ids,))
+            return dict(await cur.fetchall())
+
+    async def add_extracted(self, items: list[LinkItem], causes: list[tuple[UUID, UUID]]) -> dict[str, int]:
+        """What an LLM extractor added: more mentions, and ``causes`` links (cause -> effect), in one
+        transaction; memories deleted meanwhile are skipped."""
+        ids = sorted({it.memory_id for it in items} | {a for a, _ in causes} | {b for _, b in causes})
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE", (ids,)
+            )
+            present = {r[0] for r in await cur.fetchall()}
+            counts = {
+                "mentions": await _write_mentions(conn, [it for it in items if it.memory_id in present])
+            }
+            pairs = [(a, b) for a, b in causes if a in present and b in present and a != b]
+            counts["causes"] = 0
+            if pairs:
+                cur = await conn.execute(
+                    "INSERT INTO memory_links (src, dst, kind)"
+                    " SELECT a, b, 'causes' FROM unnest(%s::uuid[], %s::uuid[]) AS u(a, b)"
+                    " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+                    ([a for a, _ in pairs], [b for _, b in pairs]),
+                )
+                counts["causes"] = cur.rowcount
+        return counts
+
     async def delete_orphan_entities(self, *, dry_run: bool = False) -> int:
         """Entities no memory mentions any more (forget leaves them to maintain)."""
         async with self._connection() as conn:
