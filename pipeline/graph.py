@@ -130,7 +130,7 @@ async def spreading_activation(
     )
     for e, m, n in await loader.members(expandable):
         degree[e] = n
-        if n <= cfg.max_entity_degree or e in query_entities:
+        if n <= cfg.max_entity_degree:  # a hub (a speaker's own name) says nothing, asked about or not
             g.add_edge(("e", e), ("m", m), weight=1.0, kind="mention")
 
     activation: dict[tuple, float] = defaultdict(float)
@@ -143,14 +143,10 @@ async def spreading_activation(
     heapq.heapify(heap)
     expanded: set[tuple] = set()
     while heap and len(expanded) < budget:
-        neg, _, node = heapq.heappop(heap)
+        _, _, node = heapq.heappop(heap)
         if node in expanded or node not in g:
             continue
-        if (
-            node[0] == "e"
-            and degree.get(node[1], 0) > cfg.max_entity_degree
-            and node[1] not in query_entities
-        ):
+        if node[0] == "e" and degree.get(node[1], 0) > cfg.max_entity_degree:
             continue
         expanded.add(node)
         a = activation[node]
@@ -173,7 +169,7 @@ async def spreading_activation(
     }
 
 
-async def _hop(loader: _Loader, step: str, frontier: dict, state: dict) -> dict[Any, list[tuple[Any, float]]]:
+async def _hop(loader: _Loader, step: str, frontier: dict) -> dict[Any, list[tuple[Any, float]]]:
     """The out-edges of the frontier for one step of a meta-path: node -> [(neighbour, weight)]."""
     out: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
     if step == "mention":
@@ -183,7 +179,8 @@ async def _hop(loader: _Loader, step: str, frontier: dict, state: dict) -> dict[
     elif step == "member":
         ents = sorted({e[1] for e in frontier})
         for e, m, n in await loader.members(ents):
-            out[("e", e)].append((m, 1.0 / math.sqrt(max(n, 1))))
+            if n <= loader.cfg.max_entity_degree:
+                out[("e", e)].append((m, 1.0 / math.sqrt(max(n, 1))))
     else:
         kinds = ("next",) if step == "next" else (step,)
         for a, b, kind, w in await loader.edges(sorted(frontier, key=str), kinds):
@@ -215,7 +212,7 @@ async def mpfp(
                 residual = {}
                 continue  # (the entity path's second step may still start from the question's entities)
             expanded += len(frontier)
-            out = await _hop(loader, step, frontier, {})
+            out = await _hop(loader, step, frontier)
             nxt: dict[Any, float] = defaultdict(float)
             for node, r in frontier.items():
                 if i > 0:
