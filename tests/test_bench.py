@@ -162,7 +162,21 @@ def test_release_file_layout_is_read_too(tmp_path):
 
 def test_ablation_grows_with_the_arms_and_switches():
     names = [m.name for m in ablation_methods()]
-    assert names == ["vector", "keyword", "fused", "fused-rrf", "fused-rrf-vector", "fused-no-threshold"]
+    assert names == [
+        "vector",
+        "keyword",
+        "graph",
+        "fused-no-vector",
+        "fused-no-keyword",
+        "fused-no-graph",
+        "fused",
+        "fused-rrf",
+        "fused-rrf-vector",
+        "fused-graph-mpfp",  # the graph algorithm not configured (activation is the default)
+        "fused-no-threshold",
+    ]
+    two = [m.name for m in ablation_methods(arms=("vector", "keyword"))]
+    assert two[:3] == ["vector", "keyword", "fused"]
 
     class FutureEngine:
         async def recall(self, req, *, arms=None, touch=True, adjustments=True): ...
