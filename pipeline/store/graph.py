@@ -114,6 +114,9 @@ async def write_links(
         return {}
     ids = [it.memory_id for it in items]
     counts = {"mentions": await _write_mentions(conn, items)}
+    # A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search 100);
+    # SET LOCAL ends with the transaction.
+    await conn.execute("SET LOCAL hnsw.ef_search = 40")
     cur = await conn.execute(
         "INSERT INTO memory_links (src, dst, kind, weight)"
         " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"

@@ -16,7 +16,7 @@ CREATE TABLE memlane_entities (
 
 -- memory <-> entity mentions. Forgetting a memory removes its mentions with it.
 CREATE TABLE memory_entities (
-    memory_id uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    memory_id uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE ON UPDATE CASCADE,
     entity_id bigint NOT NULL REFERENCES memlane_entities (id) ON DELETE CASCADE,
     PRIMARY KEY (memory_id, entity_id)
 );
@@ -28,8 +28,8 @@ CREATE INDEX memory_entities_entity ON memory_entities (entity_id, memory_id);
 -- direction is ``previous``); ``same_time``: a bounded number of earlier memories that happened
 -- the same day; ``causes``: reported by an LLM extractor. Both directions are index lookups.
 CREATE TABLE memory_links (
-    src    uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-    dst    uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    src    uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE ON UPDATE CASCADE,
+    dst    uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE ON UPDATE CASCADE,
     kind   text NOT NULL CHECK (kind IN ('relates_to', 'next', 'same_time', 'causes')),
     weight real NOT NULL DEFAULT 1.0,
     PRIMARY KEY (src, kind, dst),
@@ -40,7 +40,7 @@ CREATE INDEX memory_links_dst ON memory_links (dst, kind, src);
 -- Which memories have had their entities and links made (the write path does it for every new
 -- memory; maintain for older ones). ``version`` of the extractor, so a better one can redo them.
 CREATE TABLE memory_linked (
-    memory_id uuid PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+    memory_id uuid PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE ON UPDATE CASCADE,
     version   smallint NOT NULL DEFAULT 1,
     linked_at timestamptz NOT NULL DEFAULT now()
 );
