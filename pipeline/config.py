@@ -68,7 +68,9 @@ class LLMStagesConfig(Section):
     synthesis: LLMStageConfig = LLMStageConfig()
     hyde: LLMStageConfig = LLMStageConfig()
     rerank: LLMStageConfig = LLMStageConfig()
-    extract: LLMStageConfig = LLMStageConfig()  # remember: entities and causes links (pipeline/extract.py)
+    # remember: entities and causes links (pipeline/extract.py). Off unless enabled: one LLM call per
+    # new memory is a cost a configured [llm] should not start paying silently.
+    extract: LLMStageConfig = LLMStageConfig(enabled=False)
 
 
 class ModelPrice(Section):

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 
 from memlane.pipeline import entities, maintain, render
-from memlane.pipeline.config import GraphConfig
+from memlane.pipeline.config import GraphConfig, LLMStageConfig
 from memlane.pipeline.context import RecallContext
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.entities import Entity, extract, normalise, resolve_aliases
@@ -444,6 +444,17 @@ async def test_an_llm_extractor_adds_entities_and_causes_links(engine_config, em
     from llm_fakes import ScriptedLLM, failing
 
     llm = ScriptedLLM()
+    off = Engine(engine_config, embedder=embedder, llm=llm)  # the stage is off unless enabled
+    await off.open()
+    try:
+        await off.remember({"content": "Nothing to extract here"})
+        assert llm.calls_for("extract") == []
+    finally:
+        await off.close()
+    stages = engine_config.llm.stages.model_copy(update={"extract": LLMStageConfig(enabled=True)})
+    engine_config = engine_config.model_copy(
+        update={"llm": engine_config.llm.model_copy(update={"stages": stages})}
+    )
     eng = Engine(engine_config, embedder=embedder, llm=llm)
     await eng.open()
     try:
