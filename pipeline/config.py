@@ -197,8 +197,9 @@ class RecallConfig(Section):
         description="auto: simple questions take the fast path (no synthesis, HyDE or rerank); fast; full.",
     )
     graph: Literal["activation", "mpfp", "off"] = Field(
-        default="activation",
-        description="The graph arm: spreading activation, meta-path forward push (mpfp), or off.",
+        default="mpfp",
+        description="The graph arm: meta-path forward push (mpfp; LoCoMo R@10 0.744 against 0.701 for "
+        "activation and 0.693 off), spreading activation, or off.",
     )
     rerank_top_n: int = Field(default=20, ge=1, le=200, description="Fused candidates the rerank stage sees.")
     deadline_ms: int = Field(

@@ -5,7 +5,7 @@ Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``grap
 ``expand_mid`` / ``expand_high`` nodes expanded), both reported in the retrieval stage's
 ``detail.graph`` (entry points, nodes expanded, the bound, queries):
 
-- ``activation``: spreading activation. The entry points (the top ``graph.entry_points`` fused hits
+- ``activation``: spreading activation (``mpfp`` is the default: it measured better on LoCoMo). The entry points (the top ``graph.entry_points`` fused hits
   of the store arms, activation = their fused score over the best one, and the question's entities,
   activation 1) spread activation to their neighbours, ``graph.decay`` kept per hop, links weighted
   by kind (relates_to by its similarity, next/previous 0.9, same_time 0.5, causes x

@@ -172,7 +172,7 @@ def test_ablation_grows_with_the_arms_and_switches():
         "fused",
         "fused-rrf",
         "fused-rrf-vector",
-        "fused-graph-mpfp",  # the graph algorithm not configured (activation is the default)
+        "fused-graph-activation",  # the graph algorithm not configured (mpfp is the default)
         "fused-no-threshold",
     ]
     two = [m.name for m in ablation_methods(arms=("vector", "keyword"))]

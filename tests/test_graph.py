@@ -299,7 +299,7 @@ async def test_the_graph_arm_runs_is_traced_and_bounded_by_the_budget(engine):
         retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
         assert "graph" in retrieval.detail["arms"]
         g = retrieval.detail["graph"]
-        assert g["method"] == "activation" and g["max_expanded"] == engine.config.graph.expand(budget)
+        assert g["method"] == "mpfp" and g["max_expanded"] == engine.config.graph.expand(budget)
         assert 0 < g["expanded"] <= g["max_expanded"]
         expanded[budget] = g["expanded"]
     assert expanded["low"] <= engine.config.graph.expand_low < expanded["high"]
