@@ -84,7 +84,25 @@ TEMPORAL = Arm(
     description="memories whose occurred_at is in a time range named by the question (pipeline/temporal_arm.py)",
 )
 
-REGISTRY: dict[str, Arm] = {arm.name: arm for arm in (VECTOR, KEYWORD, TEMPORAL)}
+
+async def _graph(ctx, query, retrieved):
+    from . import graph
+
+    return await graph.run(ctx, query, retrieved)
+
+
+GRAPH = Arm(
+    "graph",
+    needs=frozenset({"entry_points"}),
+    exact=False,
+    normalise="max",  # activation has no fixed scale: 1.0 is this query's most activated memory
+    default_weight=0.5,
+    run=_graph,
+    description="spreading activation (or meta-path forward push) over entity and memory links "
+    "from the other arms' best hits and the question's entities (pipeline/graph.py)",
+)
+
+REGISTRY: dict[str, Arm] = {arm.name: arm for arm in (VECTOR, KEYWORD, GRAPH, TEMPORAL)}
 
 
 def names() -> tuple[str, ...]:

@@ -36,6 +36,69 @@ MIN_MEMORY_TOKENS = 19
 HandleLookup = Callable[[list[UUID]], Awaitable[dict[UUID, str]]]
 
 
+# Shares of max_tokens kept for the recall extras when asked for (include_context, include_entities):
+# the memories get the rest, each extra fills at most its share, and the whole result stays within
+# max_tokens.
+CONTEXT_SHARE = 0.25
+ENTITY_SHARE = 0.2
+
+
+@dataclass(slots=True)
+class Extras:
+    """What the extras may show: neighbours per memory id, (id, content, position); and entities
+    with their facts, best first."""
+
+    context: dict[UUID, list[tuple[UUID, str, int | None]]] | None = None
+    entities: list[tuple[str, list[str]]] | None = None
+
+
+def _cost(obj: Any) -> int:
+    return count_tokens(render.to_text(obj)) + 1  # and a comma
+
+
+def _add_context(chosen, context, budget: int) -> None:
+    """Each chosen memory's neighbours, best memory first, while they fit in ``budget`` tokens."""
+    for c, view in chosen:
+        items = context.get(c.memory.id) or []
+        if not items:
+            continue
+        added: list[dict[str, Any]] = []
+        overhead = count_tokens(',"context":[]')
+        for mid, content, position in items:
+            item = {"id": render.handle_of(mid), "content": content, "position": position}
+            cost = _cost(item) + (overhead if not added else 0)
+            if cost > budget:
+                continue
+            added.append(item)
+            budget -= cost
+        if added:
+            view["context"] = added
+
+
+def _entity_list(entities, shown: set[str], budget: int) -> list[dict[str, Any]]:
+    """Entities with the facts about them not already among the memories, within ``budget``."""
+    out: list[dict[str, Any]] = []
+    budget -= count_tokens(',"entities":[]')
+    for name, facts in entities:
+        entry: dict[str, Any] = {"name": name, "facts": []}
+        base = _cost(entry)
+        if base > budget:
+            continue
+        spent = base
+        for fact in facts:
+            if fact in shown:
+                continue
+            cost = _cost(fact)
+            if spent + cost > budget:
+                continue
+            entry["facts"].append(fact)
+            spent += cost
+        if entry["facts"]:
+            out.append(entry)
+            budget -= spent
+    return out
+
+
 @dataclass(slots=True)
 class Packed:
     chosen: list[Candidate]
@@ -43,21 +106,23 @@ class Packed:
     tokens_used: int
 
 
-def _settle(memories: list[dict[str, Any]], note: str | None) -> tuple[dict[str, Any], int]:
+def _settle(
+    memories: list[dict[str, Any]], note: str | None, entities: list[dict[str, Any]] | None = None
+) -> tuple[dict[str, Any], int]:
     """The rendered result and its exact token count, ``tokens_used`` included. cl100k splits
     digits into pre-tokens of their own, so the count is the count with ``0`` there plus the
     digits' tokens: solve ``n = base + tokens(str(n))`` on short strings, then check it with one
     full count (and fall back to iterating full counts if a tokenizer ever broke that rule)."""
-    body = render.envelope(memories, 0, note)
+    body = render.envelope(memories, 0, note, entities)
     base = count_tokens(render.to_text(body)) - count_tokens("0")
     n = base + 1
     while (m := base + count_tokens(str(n))) != n:
         n = m
-    body = render.envelope(memories, n, note)
+    body = render.envelope(memories, n, note, entities)
     cost = count_tokens(render.to_text(body))
     while cost != n:  # not reached with cl100k; converges: the count only grows with the digits
         n = cost
-        body = render.envelope(memories, n, note)
+        body = render.envelope(memories, n, note, entities)
         cost = count_tokens(render.to_text(body))
     return body, n
 
@@ -75,6 +140,7 @@ def pack(
     handles: dict[UUID, str] | None = None,
     explain: bool = False,
     show_project: bool = False,
+    extras: Extras | None = None,
 ) -> Packed:
     """Greedy in rank order: a memory that does not fit is skipped and smaller ones after it may
     still fit, so one long memory does not starve the rest of the budget. Per-memory counts are an
@@ -86,10 +152,14 @@ def pack(
         raise InvalidInput(f"max_tokens={max_tokens} is below the smallest possible result ({bare} tokens)")
     show_project = show_project or len({c.memory.project for c in candidates}) > 1
     chosen: list[tuple[Candidate, dict[str, Any]]] = []
+    extras = extras or Extras()
+    context_budget = int(max_tokens * CONTEXT_SHARE) if extras.context is not None else 0
+    entity_budget = int(max_tokens * ENTITY_SHARE) if extras.entities is not None else 0
+    memory_tokens = max_tokens - context_budget - entity_budget
     # The envelope plus a comma per memory and the digits of tokens_used (up to 2 tokens).
     used = bare + 1
     for c in candidates:
-        if len(chosen) >= limit or max_tokens - used < MIN_MEMORY_TOKENS:
+        if len(chosen) >= limit or memory_tokens - used < MIN_MEMORY_TOKENS:
             break
         view = render.memory_view(
             c.memory,
@@ -100,18 +170,32 @@ def pack(
             adjustments=c.adjustments,
         )
         cost = count_tokens(render.to_text(view)) + 1
-        if used + cost > max_tokens:
+        if used + cost > memory_tokens:
             continue
         chosen.append((c, view))
         used += cost
+    if extras.context and chosen:
+        _add_context(chosen, extras.context, context_budget)
+    entity_list: list[dict[str, Any]] = []
+    if extras.entities and chosen:
+        entity_list = _entity_list(extras.entities, {c.memory.content for c, _ in chosen}, entity_budget)
     while True:
         note = None
         if not chosen:
             note = NOTE_NOTHING if not candidates else NOTE_NO_FIT.format(max_tokens=max_tokens)
-        body, tokens = _settle([v for _, v in chosen], note)
+        body, tokens = _settle([v for _, v in chosen], note, entity_list)
         if tokens <= max_tokens:
             break
-        if chosen:
+        # Over by a few tokens (BPE merges across boundaries): the extras give way first.
+        with_context = [v for _, v in chosen if v.get("context")]
+        if entity_list:
+            entity_list.pop()
+        elif with_context:
+            view = with_context[-1]
+            view["context"].pop()
+            if not view["context"]:
+                del view["context"]
+        elif chosen:
             chosen.pop()
         else:  # the note itself does not fit a tiny budget: the bare result does (checked above)
             body, tokens = _settle([], None)
@@ -127,6 +211,7 @@ async def assemble(
     explain: bool = False,
     handles: HandleLookup | None = None,
     show_project: bool = False,
+    extras: Extras | None = None,
 ) -> Packed:
     """Pack in a worker thread (counting tokens is CPU work that would hold up every other request
     on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
@@ -142,6 +227,7 @@ async def assemble(
             handles=known,
             explain=explain,
             show_project=show_project,
+            extras=extras,
         )
         missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
         if handles is None or explain or not missing:

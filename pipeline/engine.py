@@ -147,23 +147,51 @@ class Engine:
         return out
 
     async def remember_many(
-        self, items: list[MemoryInput | dict[str, Any]], *, principal: Principal | None = None
+        self,
+        items: list[MemoryInput | dict[str, Any]],
+        *,
+        principal: Principal | None = None,
+        chain: bool = True,
     ) -> list[Remembered]:
-        """Validate every item, then embed and store them in one transaction. ``principal``: the
-        caller (None: the local user), who must be allowed every item's project. Each new memory
-        comes back with the stored ones it closely resembles (``similar``); it is stored all the same."""
+        """Validate every item, then embed and store them in one transaction, with their entities
+        and graph links. ``principal``: the caller (None: the local user), who must be allowed every
+        item's project. Each new memory comes back with the stored ones it closely resembles
+        (``similar``); it is stored all the same. ``chain``: a batch sharing a source (and giving no
+        positions) is one conversation, linked in order with ``next``; ``import`` passes False (a
+        file of unrelated memories that share a source such as "mcp")."""
         inputs = remember_path.parse(self.config, items)
         for m in inputs:
             access.check(principal, m.project)
         f = self.config.filter
-        return await remember_path.store_inputs(
+        plan = remember_path.link_plan(self.config.graph, inputs, chain=chain)
+        results = await remember_path.store_inputs(
             self.store,
             self.embedder,
             inputs,
             self.topics,
             timeout_s=self.config.embedding.embed_timeout_s,
             similar=(f.novelty_threshold, f.remember_similar_limit),
+            links=plan,
         )
+        await self.enrich(results, inputs)
+        return results
+
+    async def enrich(self, results: list[Remembered], inputs: list[MemoryInput]) -> None:
+        """The extract stage's entities and causes links, when an LLM serves it (after the store:
+        the LLM's additions are extra, never a failed remember)."""
+        if self.llm is None:
+            return
+        from . import extract
+
+        created = [
+            (r.id, r.project, m.content)
+            for r, m in zip(results, inputs, strict=True)
+            if r.status == "created"
+        ]
+        try:
+            await extract.enrich(self, created)
+        except Exception as e:  # noqa: BLE001
+            log.warning("LLM extraction skipped: %s", type(e).__name__)
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
         """The projects ``principal`` may see, for queries by id; None when it may see them all."""
@@ -215,6 +243,8 @@ class Engine:
         topics: Any = None,
         fact_types: Any = None,
         current_project: Any = None,
+        include_context: Any = False,
+        include_entities: Any = False,
     ) -> RecallRequest:
         """Check a recall's arguments. ``project`` is one name (the recall is isolated to it) or a
         list of names (a recall across them, ``current_project`` boosted: default the first listed);
@@ -241,6 +271,9 @@ class Engine:
         mode = cfg.mode if mode is None else mode
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        for name, flag in (("include_context", include_context), ("include_entities", include_entities)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be true or false; got {flag!r}")
         now = v.parse_datetime(reference_time, "reference_time") or datetime.now(UTC)
         current, projects = self._recall_projects(project, current_project)
         return RecallRequest(
@@ -257,6 +290,8 @@ class Engine:
             explain=bool(explain),
             topics=topics_filter(topics),
             fact_types=fact_types_filter(fact_types),
+            include_context=include_context,
+            include_entities=include_entities,
         )
 
     def _recall_projects(self, project: Any, current_project: Any) -> tuple[str, tuple[str, ...]]:
@@ -350,7 +385,8 @@ class Engine:
                     self.store, current.project, fields["content"], fields["embedding"]
                 )
                 fields.setdefault("fact_type", classify_fact(fields["content"]))
-        return await self.store.update(mid, fields, model_id=self.embedder.model_id)
+        plan = remember_path.LinkPlan(settings=remember_path.link_settings(self.config.graph), entities=[])
+        return await self.store.update(mid, fields, model_id=self.embedder.model_id, links=plan)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 
 from . import temporal
+from .entities import extract as extract_entities
 from .llm import parse_json
 from .providers.llm import LLMError
 from .records import Query
@@ -49,19 +50,6 @@ class Intent:
 
 
 _WORD = re.compile(r"[\w'’.-]+")
-_QUESTION_WORDS = {
-    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "did", "do", "does", "is",
-    "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "i", "we",
-    "you", "my", "our", "the", "a", "an", "in", "on", "tell", "remind", "list", "give", "show", "any",
-}  # fmt: skip
-_TECH = re.compile(
-    r"(?:[A-Za-z]+[A-Z][a-z]+\w*"  # CamelCase
-    r"|\w+_\w+"  # snake_case
-    r"|\w+(?:\.\w+)+"  # dotted.names, versions
-    r"|[A-Za-z]+-?\d[\w.-]*"  # fp-700, v2, py3
-    r"|@\w+"  # handles
-    r"|/[\w./-]+)"  # paths
-)
 _CUES = {
     "troubleshooting": r"\b(error|errors|fail|fails|failed|failing|failure|bug|crash|crashed|broken|"
     r"fix|fixed|issue|exception|timeout|outage|incident|down|slow|regression)\b",
@@ -79,28 +67,8 @@ _REASONING = re.compile(
 
 
 def _entities(text: str) -> list[str]:
-    """Capitalised names (runs of capitalised words, possessives dropped) and technical terms."""
-    out: list[str] = []
-    words = _WORD.findall(text)
-    run: list[str] = []
-
-    def flush() -> None:
-        if run:
-            out.append(" ".join(run))
-            run.clear()
-
-    for i, w in enumerate(words):
-        bare = re.sub(r"['’]s$", "", w).strip(".-")
-        if bare[:1].isupper() and not (i == 0 and bare.lower() in _QUESTION_WORDS) and bare.lower() != "i":
-            run.append(bare)
-        else:
-            flush()
-    flush()
-    for m in _TECH.finditer(text):
-        term = m.group(0).strip(".")
-        if term and term not in out and not term.replace(".", "").isdigit():
-            out.append(term)
-    return out
+    """Names and technical terms, by the one extractor memories use too (``pipeline/entities.py``)."""
+    return [e.name for e in extract_entities(text)]
 
 
 def analyse_offline(

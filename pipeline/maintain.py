@@ -219,12 +219,48 @@ async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
     }
 
 
+LINK_BATCH = 200
+
+
+async def _links(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Entities and graph links for memories that have none (stored before migration 0006, or after
+    the graph tables were emptied), by the write path's own rules, in (created_at, id) order and
+    batches of ``LINK_BATCH``, each its own transaction (resumable: a linked memory is marked);
+    then entities no memory mentions any more are deleted."""
+    from .entities import extract
+    from .remember import link_settings
+    from .store.graph import LinkItem
+
+    store = engine.store
+    total = await store.count_unlinked()
+    if ctx.dry_run:
+        return {
+            "would_link": total,
+            "would_delete_orphan_entities": await store.delete_orphan_entities(dry_run=True),
+        }
+    settings = link_settings(engine.config.graph)
+    done, counts, after = 0, {}, None
+    ctx.report(0, total)
+    while True:
+        rows = await store.unlinked_ids(after, LINK_BATCH)
+        if not rows:
+            break
+        items = [LinkItem(mid, project, extract(content)) for mid, project, content, _ in rows]
+        for k, n in (await store.link_existing(items, settings)).items():
+            counts[k] = counts.get(k, 0) + n
+        done += len(rows)
+        after = (rows[-1][3], rows[-1][0])
+        ctx.report(done, max(total, done))
+    return {"linked": done, **counts, "orphan_entities_deleted": await store.delete_orphan_entities()}
+
+
 # Run in this order: later tasks (vacuum) benefit from what earlier ones changed.
 TASKS: dict[str, Task] = {
     t.name: t
     for t in (
         Task("purge", "delete memories past their expires_at, in batches", _purge),
         Task("merge", "merge near-duplicates (filter.merge_threshold) of a project into the oldest", _merge),
+        Task("links", "entities and graph links for memories without them (an upgraded store)", _links),
         Task(
             "summaries",
             "topics and fact types for memories stored before them; refresh changed category summaries",

@@ -50,6 +50,19 @@ def _threshold(ctx: RecallContext, candidates):
 
 async def _assemble(ctx: RecallContext, candidates):
     req = ctx.request
+    extras = None
+    if req.include_context or req.include_entities:
+        # For the candidates that may be taken (a long one may be skipped, so twice the limit).
+        ids = [c.memory.id for c in candidates[: 2 * req.limit]]
+        g = ctx.config.graph
+        extras = assemble.Extras(
+            context=await ctx.store.context_of(ids) if req.include_context else None,
+            entities=await ctx.store.entity_facts(
+                ids[: req.limit], max_entities=5, per_entity=3, max_degree=g.max_entity_degree
+            )
+            if req.include_entities
+            else None,
+        )
     return await assemble.assemble(
         candidates,
         limit=req.limit,
@@ -57,6 +70,7 @@ async def _assemble(ctx: RecallContext, candidates):
         explain=req.explain,
         handles=ctx.store.handles,
         show_project=req.spans_projects,
+        extras=extras,
     )
 
 

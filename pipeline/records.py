@@ -80,6 +80,9 @@ class RecallRequest:
     def searched_projects(self) -> tuple[str, ...]:
         return self.projects if self.spans_projects else (self.project,)
 
+    include_context: bool = False  # each memory's previous/next neighbours in its source
+    include_entities: bool = False  # other key facts about the entities of the results
+
 
 @dataclass(slots=True)
 class StageTrace:

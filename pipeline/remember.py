@@ -6,12 +6,38 @@ from typing import Any
 from uuid import UUID
 
 from . import facttypes
-from .config import EngineConfig
+from .config import EngineConfig, GraphConfig
+from .entities import extract
 from .errors import EmbeddingFailed
 from .inputs import MemoryInput
 from .providers.embedder import embed_texts
 from .records import Remembered
 from .store import StoredRow
+from .store.graph import LinkPlan, LinkSettings
+
+
+def link_settings(cfg: GraphConfig) -> LinkSettings:
+    return LinkSettings(
+        relates_to_k=cfg.relates_to_k,
+        relates_to_min_similarity=cfg.relates_to_min_similarity,
+        same_time_k=cfg.same_time_k,
+    )
+
+
+def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True) -> LinkPlan:
+    """The graph part of a write: each memory's entities, and whether the batch is one conversation
+    (it shares a source, gives no positions and has more than one memory: remembered in order)."""
+    sources = {m.source for m in inputs}
+    conversation = (
+        chain
+        and len(inputs) > 1
+        and len(sources) == 1
+        and None not in sources
+        and all(m.position is None for m in inputs)
+    )
+    return LinkPlan(
+        settings=link_settings(cfg), entities=[extract(m.content) for m in inputs], chain=conversation
+    )
 
 
 def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[MemoryInput]:
@@ -28,6 +54,7 @@ async def store_inputs(
     timeout_s: float = 60.0,
     similar: tuple[float, int] | None = None,
     vectors: list[list[float]] | None = None,
+    links: LinkPlan | None = None,
 ) -> list[Remembered]:
     """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
     result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
@@ -36,7 +63,8 @@ async def store_inputs(
     the first topic becomes the category when the caller gave none.
     ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
     already stored in its project with a cosine similarity at or above ``threshold`` (one nearest-
-    neighbour statement per project in the batch, before the insert)."""
+    neighbour statement per project in the batch, before the insert).
+    ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction."""
     if vectors is None:
         try:
             vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
@@ -87,7 +115,7 @@ async def store_inputs(
         for m, vec, a in zip(inputs, vectors, assigned, strict=True)
     ]
     try:
-        results = await store.insert(rows, model_id=embedder.model_id)
+        results = await store.insert(rows, model_id=embedder.model_id, links=links)
     except BaseException:
         if topics is not None:  # its cached centroids took this batch, which was not stored
             topics.forget_cache({m.project for m in inputs})

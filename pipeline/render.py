@@ -67,8 +67,15 @@ def memory_view(
     return out
 
 
-def envelope(memories: list[dict[str, Any]], tokens_used: int, note: str | None = None) -> dict[str, Any]:
+def envelope(
+    memories: list[dict[str, Any]],
+    tokens_used: int,
+    note: str | None = None,
+    entities: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"memories": memories, "tokens_used": tokens_used}
+    if entities:
+        out["entities"] = entities  # include_entities: [{name, facts: [...]}]
     if note:
         out["note"] = note
     return out

@@ -38,6 +38,8 @@ class Retrieved:
     memories: dict[str, Memory] = field(default_factory=dict)
     vectors: list = field(default_factory=list)  # the query texts' embeddings (Python arms reuse them)
     notes: dict[str, object] = field(default_factory=dict)  # arm -> what it did, for the stage's detail
+    embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
+    details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -62,6 +64,17 @@ class Retrieved:
         best = self.scores.setdefault(key, {})
         for arm, score in scores.items():
             best.setdefault(arm, score)
+
+    def add_scores(self, hits) -> None:
+        """Exact scores on the store arms for memories a Python arm found, without adding them to
+        the store arms' ranked lists (they were not in their top k)."""
+        for h in hits:
+            key = str(h.memory.id)
+            self.memories.setdefault(key, h.memory)
+            best = self.scores.setdefault(key, {})
+            for arm in self.arms:
+                if arm in h.scores:
+                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
 
     def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
         """A Python arm's ranked list: it scores only its own hits."""
@@ -137,13 +150,15 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         embedding_arms = tuple(n for n in store_arms if arm_registry.REGISTRY[n].needs == {"embedding"})
         if embedding_arms:
             jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
-    out = Retrieved(arms=tuple(a.name for a in active), vectors=list(vectors))
+    out = Retrieved(
+        arms=tuple(a.name for a in active), vectors=list(vectors), embedding=vectors[0] if vectors else None
+    )
     for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
         out.add(suffix, hits)
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes}
+    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
     if degraded is not None:
         return Step(
             out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail

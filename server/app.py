@@ -315,7 +315,7 @@ def build_server(
         budget: Annotated[
             Literal["low", "mid", "high"],
             Field(
-                description="How much work recall may do; offline (no LLM provider) every budget does the same."
+                description="How much work recall may do: how far the graph arm expands, and the LLM stages' work."
             ),
         ] = "mid",
         mode: Annotated[
@@ -350,6 +350,20 @@ def build_server(
                 "Default: the first listed (for '*', the default project)."
             ),
         ] = None,
+        include_context: Annotated[
+            bool,
+            Field(
+                description="Also return each memory's previous/next neighbours in its conversation or "
+                "document (within a share of max_tokens)."
+            ),
+        ] = False,
+        include_entities: Annotated[
+            bool,
+            Field(
+                description="Also return other key facts about the entities the memories mention "
+                "(within a share of max_tokens)."
+            ),
+        ] = False,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
         """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
@@ -374,6 +388,8 @@ def build_server(
                 explain=explain,
                 topics=topics,
                 fact_types=fact_types,
+                include_context=include_context,
+                include_entities=include_entities,
             )
             sampler = sampler_for(ctx, eng.llm)
             res = await eng.recall(req, sampling=sampler, touch=sampler is None, principal=who)

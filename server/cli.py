@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--explain", action="store_true", help="show the pipeline trace")
+    s.add_argument(
+        "--include-context", action="store_true", help="each memory's previous/next neighbours in its source"
+    )
+    s.add_argument(
+        "--include-entities", action="store_true", help="other key facts about the entities of the results"
+    )
 
     s = sub.add_parser("import", help="bulk-import memories from JSONL (resumable: nothing is added twice)")
     s.add_argument("file", help="JSONL, one memory object per line (the export format); '-' for stdin")

@@ -132,6 +132,8 @@ async def cmd_recall(engine: Engine, args) -> int:
         explain=args.explain,
         topics=args.topics,
         fact_types=args.fact_types,
+        include_context=args.include_context,
+        include_entities=args.include_entities,
     )
     res = await engine.recall(req)
     if args.json:
@@ -149,6 +151,13 @@ async def cmd_recall(engine: Engine, args) -> int:
         factors = args.explain and next((c.adjustments for c in res.ranked if c.memory.id == m.id), None)
         if factors:
             print("    adjustments: " + ", ".join(f"{k} {v:g}" for k, v in factors.items()))
+        views = res.rendered.get("memories", [])
+        for item in views[i - 1].get("context", []) if i <= len(views) else []:
+            print(f"    context [{item['position']}] {item['content']}")
+    for entity in res.rendered.get("entities", []):
+        print(f"entity {entity['name']}:")
+        for fact in entity["facts"]:
+            print(f"    - {fact}")
     if args.explain:
         print("\ntrace:", file=sys.stderr)
         for st in res.trace.stages:
@@ -211,7 +220,7 @@ async def cmd_import(engine: Engine, args) -> int:
     with _progress(len(inputs), "importing") as bar:
         for i in range(0, len(inputs), args.batch_size):
             batch = inputs[i : i + args.batch_size]
-            results = await engine.remember_many(batch)
+            results = await engine.remember_many(batch, chain=False)
             c = sum(1 for r in results if r.status == "created")
             created += c
             duplicate += len(results) - c

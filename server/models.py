@@ -109,6 +109,17 @@ def _no_null_defaults(schema: dict[str, Any]) -> None:
             del prop["default"]
 
 
+class ContextItem(BaseModel):
+    id: str = Field(description="Handle of the neighbouring memory (8 hex digits).")
+    content: str
+    position: int | None = Field(description="Its position in the source, when it has one.")
+
+
+class EntityFacts(BaseModel):
+    name: str
+    facts: list[str] = Field(description="Other memories that mention it, latest first.")
+
+
 class MemoryView(BaseModel):
     """One recalled memory as the client's model reads it (``memlane.pipeline.render``): optional
     fields are left out when absent, never sent as null."""
@@ -146,6 +157,10 @@ class MemoryView(BaseModel):
         description="The scoring adjustments' factors on the score: decay, priority, pinned, category, "
         "project (explain=true only).",
     )
+    context: list[ContextItem] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="include_context=true: the memory's previous and next neighbours in its source.",
+    )
 
 
 class RecallResult(BaseModel):
@@ -155,6 +170,10 @@ class RecallResult(BaseModel):
     tokens_used: int = Field(
         description="Tokens (cl100k_base) of this whole result as compact JSON, this number included; "
         "never more than max_tokens (the explain trace is not counted)."
+    )
+    entities: list[EntityFacts] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="include_entities=true: other key facts about the entities the memories mention.",
     )
     note: str | SkipJsonSchema[None] = Field(
         default=None, description="Present when no memory is returned: why, and what to do."

@@ -165,15 +165,20 @@ def test_ablation_grows_with_the_arms_and_switches():
     assert names == [
         "vector",
         "keyword",
+        "graph",
         "temporal",
         "fused-no-vector",
         "fused-no-keyword",
+        "fused-no-graph",
         "fused-no-temporal",
         "fused",
         "fused-rrf",
         "fused-rrf-vector",
+        "fused-graph-activation",  # the graph algorithm not configured (mpfp is the default)
         "fused-no-threshold",
     ]
+    two = [m.name for m in ablation_methods(arms=("vector", "keyword"))]
+    assert two[:3] == ["vector", "keyword", "fused"]
 
     class FutureEngine:
         async def recall(self, req, *, arms=None, touch=True, adjustments=True): ...

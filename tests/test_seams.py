@@ -36,28 +36,26 @@ def test_every_registered_arm_can_run():
 
 def test_an_unknown_arm_is_an_error_not_an_empty_result():
     with pytest.raises(InvalidInput, match="unknown retrieval arm.*known: vector, keyword"):
-        arms.resolve(("vector", "graph"))
+        arms.resolve(("vector", "no-such-arm"))
     with pytest.raises(InvalidInput, match="at least one"):
         arms.resolve(())
     assert [a.name for a in arms.resolve(("keyword", "vector"))] == ["vector", "keyword"]
 
 
 def test_arm_weights_default_to_every_arm_and_refuse_unknown_arms():
-    assert RecallConfig().arm_weights == {"vector": 1.0, "keyword": 1.0, "temporal": 0.35}
-    assert RecallConfig(arm_weights={"keyword": 0.5}).arm_weights == {
-        "vector": 1.0,
-        "keyword": 0.5,
-        "temporal": 0.35,
-    }
+    defaults = arms.default_weights()
+    assert RecallConfig().arm_weights == defaults
+    assert {"vector": 1.0, "keyword": 1.0}.items() <= defaults.items()
+    assert RecallConfig(arm_weights={"keyword": 0.5}).arm_weights == {**defaults, "keyword": 0.5}
     with pytest.raises(ValueError, match="unknown arm"):
-        RecallConfig(arm_weights={"graph": 1.0})
+        RecallConfig(arm_weights={"no-such-arm": 1.0})
     with pytest.raises(ValueError, match="from 0 to 100"):
         RecallConfig(arm_weights={"vector": -1.0})
 
 
 def test_the_old_per_arm_weight_keys_still_configure_fusion():
     cfg = RecallConfig.model_validate({"vector_weight": 2.0, "keyword_weight": 0.5})
-    assert cfg.arm_weights == {"vector": 2.0, "keyword": 0.5, "temporal": 0.35}
+    assert cfg.arm_weights == {**arms.default_weights(), "vector": 2.0, "keyword": 0.5}
 
 
 # -- fusion ------------------------------------------------------------------------------------

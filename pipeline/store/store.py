@@ -28,11 +28,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from ..entities import extract as extract_entities
 from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound, StoreError
 from ..records import Memory
 from ..validate import content_hash
 from . import migrate as migrations
 from .browse import BrowseQueries
+from .graph import GraphQueries, LinkItem, LinkPlan, unlink_content, write_links
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .scoring import ScoringQueries
@@ -93,7 +95,9 @@ class StoredRow:
     auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries, ScoringQueries):
+class Store(
+    SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries, ScoringQueries, GraphQueries
+):
     def __init__(
         self,
         dsn: str,
@@ -415,7 +419,9 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQue
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def insert(self, rows: list[StoredRow], *, model_id: str | None = None) -> list[tuple[UUID, bool]]:
+    async def insert(
+        self, rows: list[StoredRow], *, model_id: str | None = None, links: LinkPlan | None = None
+    ) -> list[tuple[UUID, bool]]:
         """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
         memory (same project, content and occurred_at) is not stored twice: its existing id comes
         back with created=False. One statement per batch also keeps the BM25 statistics triggers
@@ -444,14 +450,33 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQue
                 raise StoreError("memories were deleted while this batch was being stored; retry")
             if any(r.auto_topics for r in rows):
                 await self._add_to_topics(conn, rows, ids)
-        out: list[tuple[UUID, bool]] = []
-        seen: set[tuple[str, str]] = set()
-        for r in rows:
-            key = (r.project, r.content_hash)
-            mid, created = ids[key]
-            out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
-            seen.add(key)
+            out: list[tuple[UUID, bool]] = []
+            seen: set[tuple[str, str]] = set()
+            for r in rows:
+                key = (r.project, r.content_hash)
+                mid, created = ids[key]
+                out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
+                seen.add(key)
+            if links is not None:  # the graph, in the same transaction: stored whole or not at all
+                await self._link_inserted(conn, rows, out, links)
         return out
+
+    @staticmethod
+    async def _link_inserted(
+        conn: psycopg.AsyncConnection, rows: list[StoredRow], out: list[tuple[UUID, bool]], plan: LinkPlan
+    ) -> None:
+        """Entities and links of the rows this insert created (duplicates are not linked again)."""
+        items = [
+            LinkItem(mid, r.project, plan.entities[i])
+            for i, (r, (mid, created)) in enumerate(zip(rows, out, strict=True))
+            if created
+        ]
+        chain = []
+        if plan.chain:
+            for (a, new_a), (b, new_b) in zip(out, out[1:], strict=False):
+                if new_a and new_b:
+                    chain.append((a, b))
+        await write_links(conn, items, plan.settings, chain)
 
     @staticmethod
     async def _insert_rows(
@@ -557,7 +582,14 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQue
         }
     )
 
-    async def update(self, memory_id: UUID, fields: dict[str, Any], *, model_id: str | None = None) -> Memory:
+    async def update(
+        self,
+        memory_id: UUID,
+        fields: dict[str, Any],
+        *,
+        model_id: str | None = None,
+        links: LinkPlan | None = None,
+    ) -> Memory:
         """Set some columns of one memory in one transaction. New content or occurred_at gets a new
         content hash computed from the row as locked here, so a concurrent update of the other field
         cannot leave a stale hash."""
@@ -601,6 +633,11 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQue
                     "an identical memory (same project, content and occurred_at) already exists"
                 ) from e
             row = await cur.fetchone()
+            if row is not None and links is not None and ("content" in fields or "occurred_at" in fields):
+                # New content or date: its entities, relates_to and same_time links are made again.
+                await unlink_content(conn, memory_id)
+                item = LinkItem(memory_id, row["project"], extract_entities(row["content"]))
+                await write_links(conn, [item], links.settings)
         if row is None:
             raise NotFound(f"no memory has id {memory_id}")
         return row_to_memory(row)
@@ -615,6 +652,8 @@ class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQue
             # Their automatic topics and category summaries go too (migration 0007).
             await conn.execute("DELETE FROM memlane_topics WHERE project = ANY(%s)", (projects,))
             await conn.execute("DELETE FROM category_summaries WHERE project = ANY(%s)", (projects,))
+            # Their mentions and links went with the memories (ON DELETE CASCADE); the entities too.
+            await conn.execute("DELETE FROM memlane_entities WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 
     async def touch(self, ids: list[UUID]) -> None:

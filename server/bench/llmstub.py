@@ -26,6 +26,7 @@ _STAGE_NAMES = {
     "rerank": "rerank",
     "category-matching": "category_match",
     "summarising": "category_summary",
+    "entity-extraction": "extract",
 }
 _STOP = {"the", "a", "an", "of", "to", "in", "on", "is", "was", "did", "do", "does", "what", "when", "who", "how",
          "why", "which", "where", "and", "or", "for", "with", "about", "my", "our", "i", "we", "you", "it"}  # fmt: skip
@@ -70,6 +71,8 @@ def canned_reply(stage: str | None, user: str) -> str:
         return json.dumps(list(range(1, n + 1)))
     if stage == "category_match":
         return "{}"
+    if stage == "extract":
+        return json.dumps({"entities": [], "caused_by": [], "causes": []})
     return "ok"
 
 

@@ -110,16 +110,26 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
         for conv in convs:
             project = ctx.project(f"locomo-{conv.name}")
             dias: dict[str, list[str]] = defaultdict(list)
-            for batch in chunks(conv.turns, BATCH_SIZE):
+            # A conversation as a client would ingest it: each session is a source, its turns in
+            # order (the graph links consecutive turns).
+            seen_in_session: dict[int, int] = defaultdict(int)
+            positions = []
+            for t in conv.turns:
+                positions.append(seen_in_session[t.session])
+                seen_in_session[t.session] += 1
+            for start, batch in zip(
+                range(0, len(conv.turns), BATCH_SIZE), chunks(conv.turns, BATCH_SIZE), strict=True
+            ):
                 items = [
                     {
                         "content": t.content,
                         "project": project,
                         "occurred_at": t.occurred_at,
                         "metadata": {"dia_id": t.dia_id, "session": t.session},
-                        "source": "bench-locomo",
+                        "source": f"bench-locomo-session-{t.session}",
+                        "position": positions[start + i],
                     }
-                    for t in batch
+                    for i, t in enumerate(batch)
                 ]
                 t0 = time.perf_counter()
                 results = await engine.remember_many(items)

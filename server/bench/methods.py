@@ -30,6 +30,9 @@ SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
 CONFIG_VARIANTS = {
     "rrf": {"fusion": "rrf"},
     "rrf-vector": {"fusion": "rrf_vector"},
+    # The graph arm's two algorithms (the configured one is "fused"; "fused-no-graph" is it off).
+    "graph-activation": {"graph": "activation"},
+    "graph-mpfp": {"graph": "mpfp"},
     # Every part of stage 7 off: cosine >= -1 always holds.
     "no-threshold": {
         "min_similarity": -1.0,

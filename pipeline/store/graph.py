@@ -1,0 +1,411 @@
+"""The memory graph in PostgreSQL (migration 0006): writing entities and links, and reading a bounded
+neighbourhood for the graph arm.
+
+Links are written in the same transaction as the memories they describe (``Store.insert`` and
+``Store.update`` call ``write_links``), so a memory is stored with its entities and links or not at
+all. Every rule depends only on the memory and the memories stored before it (``(created_at, id)``
+order), so ``memlane maintain --task links`` rebuilds the same links for memories that have none
+(stored before the migration, or after the graph tables were emptied):
+
+- mentions: the entities ``pipeline/entities.py`` finds in the content, one node per key per project,
+  a lone first name resolved to the one known full name that starts with it;
+- ``relates_to``: up to ``graph.relates_to_k`` of the nearest earlier memories of the project whose
+  cosine similarity is at least ``graph.relates_to_min_similarity`` (weight: the similarity);
+- ``next``: between pieces of one ``source`` at consecutive ``position``s, whichever came first;
+  also between consecutive memories of one ``remember_many`` batch sharing a source and giving no
+  positions (these come only from the write path: nothing stored says what a batch was);
+- ``same_time``: up to ``graph.same_time_k`` earlier memories that happened the same UTC day,
+  nearest in time first (bounded: a day with 1000 memories does not make 1000^2 links).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from ..entities import Entity, first_names, resolve_aliases
+
+EXTRACTOR_VERSION = 1
+EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    relates_to_k: int = 5
+    relates_to_min_similarity: float = 0.5
+    same_time_k: int = 3
+
+
+@dataclass(slots=True)
+class LinkItem:
+    """One memory to link: its id, project and the entities found in its content."""
+
+    memory_id: UUID
+    project: str
+    entities: list[Entity] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LinkPlan:
+    """What the write path asks ``Store.insert`` to link, row by row (same order as the rows)."""
+
+    settings: LinkSettings
+    entities: list[list[Entity]]
+    chain: bool = False  # consecutive rows of the batch are a conversation: link them with ``next``
+
+
+async def _known_full_names(conn: psycopg.AsyncConnection, items: list[LinkItem]) -> dict[str, list[Entity]]:
+    pairs = sorted({(it.project, f) for it in items for f in first_names(it.entities)})
+    if not pairs:
+        return {}
+    cur = await conn.execute(
+        "SELECT e.project, e.key, e.name FROM memlane_entities e"
+        " JOIN unnest(%s::text[], %s::text[]) AS q(project, first)"
+        "   ON e.project = q.project AND e.key LIKE q.first || ' %%'"
+        " WHERE e.kind = 'name'",
+        ([p for p, _ in pairs], [f for _, f in pairs]),
+    )
+    out: dict[str, list[Entity]] = defaultdict(list)
+    for project, key, name in await cur.fetchall():
+        out[project].append(Entity(key, name, "name"))
+    return out
+
+
+async def _write_mentions(conn: psycopg.AsyncConnection, items: list[LinkItem]) -> int:
+    known = await _known_full_names(conn, items)
+    rows: list[tuple[UUID, str, str, str, str]] = []
+    for it in items:
+        for e in resolve_aliases(it.entities, known.get(it.project, ())):
+            rows.append((it.memory_id, it.project, e.key, e.name, e.kind))
+    if not rows:
+        return 0
+    entities = sorted({(p, k): (p, k, n, kind) for _, p, k, n, kind in rows}.values())
+    cols = [list(c) for c in zip(*entities, strict=True)]
+    # Sorted, so two batches inserting the same new entities take their locks in one order.
+    await conn.execute(
+        "INSERT INTO memlane_entities (project, key, name, kind)"
+        " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])"
+        " ON CONFLICT (project, key) DO NOTHING",
+        cols,
+    )
+    cur = await conn.execute(
+        "INSERT INTO memory_entities (memory_id, entity_id)"
+        " SELECT u.mid, e.id FROM unnest(%s::uuid[], %s::text[], %s::text[]) AS u(mid, project, key)"
+        " JOIN memlane_entities e ON e.project = u.project AND e.key = u.key"
+        " ORDER BY u.mid, e.id ON CONFLICT DO NOTHING",
+        ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+    )
+    return cur.rowcount
+
+
+async def write_links(
+    conn: psycopg.AsyncConnection,
+    items: list[LinkItem],
+    settings: LinkSettings,
+    chain: list[tuple[UUID, UUID]] = (),
+) -> dict[str, int]:
+    """Entities and links of these memories (already in ``memories``, on ``conn``'s transaction),
+    and their ``memory_linked`` marks. Idempotent: links that exist are left as they are."""
+    if not items:
+        return {}
+    ids = [it.memory_id for it in items]
+    counts = {"mentions": await _write_mentions(conn, items)}
+    # A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search 100);
+    # SET LOCAL ends with the transaction.
+    await conn.execute("SET LOCAL hnsw.ef_search = 40")
+    cur = await conn.execute(
+        "INSERT INTO memory_links (src, dst, kind, weight)"
+        " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"
+        " CROSS JOIN LATERAL ("
+        "   SELECT o.id, (1 - (o.embedding <=> n.embedding))::real AS sim FROM memories o"
+        "    WHERE o.project = n.project AND o.embedding IS NOT NULL"
+        "      AND (o.created_at, o.id) < (n.created_at, n.id)"
+        "    ORDER BY o.embedding <=> n.embedding LIMIT %s) nb"
+        " WHERE n.id = ANY(%s) AND n.embedding IS NOT NULL AND nb.sim >= %s"
+        " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+        (settings.relates_to_k, ids, settings.relates_to_min_similarity),
+    )
+    counts["relates_to"] = cur.rowcount
+    cur = await conn.execute(
+        "INSERT INTO memory_links (src, dst, kind)"
+        " SELECT a.id, b.id, 'next' FROM memories n"
+        " JOIN memories a ON a.project = n.project AND a.source = n.source"
+        "  AND a.position IN (n.position - 1, n.position)"
+        " JOIN memories b ON b.project = n.project AND b.source = n.source AND b.position = a.position + 1"
+        " WHERE n.id = ANY(%s) AND n.source IS NOT NULL AND n.position IS NOT NULL"
+        "   AND (a.id = n.id OR b.id = n.id) AND a.id <> b.id"
+        " ORDER BY 1, 3 ON CONFLICT DO NOTHING",
+        (ids,),
+    )
+    counts["next"] = cur.rowcount
+    if chain:
+        cur = await conn.execute(
+            "INSERT INTO memory_links (src, dst, kind)"
+            " SELECT a, b, 'next' FROM unnest(%s::uuid[], %s::uuid[]) AS u(a, b) WHERE a <> b"
+            " ON CONFLICT DO NOTHING",
+            ([a for a, _ in chain], [b for _, b in chain]),
+        )
+        counts["next"] += cur.rowcount
+    if settings.same_time_k > 0:
+        # The k nearest in time on each side within the day, then the k nearest of those: two
+        # index-ordered scans of (project, occurred_at), whatever the size of the day.
+        cur = await conn.execute(
+            "INSERT INTO memory_links (src, dst, kind)"
+            " SELECT n.id, t.id, 'same_time' FROM memories n"
+            " CROSS JOIN LATERAL (SELECT d.id FROM ("
+            "   (SELECT o.id, o.occurred_at FROM memories o WHERE o.project = n.project"
+            "     AND o.occurred_at >= date_trunc('day', n.occurred_at, 'UTC') AND o.occurred_at <= n.occurred_at"
+            "     AND (o.created_at, o.id) < (n.created_at, n.id)"
+            "     ORDER BY o.occurred_at DESC, o.id LIMIT %(k)s)"
+            "   UNION ALL"
+            "   (SELECT o.id, o.occurred_at FROM memories o WHERE o.project = n.project"
+            "     AND o.occurred_at > n.occurred_at"
+            "     AND o.occurred_at < date_trunc('day', n.occurred_at, 'UTC') + interval '1 day'"
+            "     AND (o.created_at, o.id) < (n.created_at, n.id)"
+            "     ORDER BY o.occurred_at, o.id LIMIT %(k)s)"
+            "  ) d ORDER BY abs(extract(epoch FROM d.occurred_at - n.occurred_at)), d.id LIMIT %(k)s) t"
+            " WHERE n.id = ANY(%(ids)s) AND n.occurred_at IS NOT NULL"
+            " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+            {"k": settings.same_time_k, "ids": ids},
+        )
+        counts["same_time"] = cur.rowcount
+    await conn.execute(
+        "INSERT INTO memory_linked (memory_id, version) SELECT unnest(%s::uuid[]), %s"
+        " ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version, linked_at = now()",
+        (sorted(ids), EXTRACTOR_VERSION),
+    )
+    return counts
+
+
+async def unlink_content(conn: psycopg.AsyncConnection, memory_id: UUID) -> None:
+    """Drop what a memory's content and date made (mentions, its own relates_to and same_time
+    links), before ``write_links`` makes them again for new content. ``next`` links stay: they
+    follow the source and position, which an update does not change."""
+    await conn.execute("DELETE FROM memory_entities WHERE memory_id = %s", (memory_id,))
+    await conn.execute(
+        "DELETE FROM memory_links WHERE src = %s AND kind IN ('relates_to', 'same_time')", (memory_id,)
+    )
+
+
+class GraphQueries:
+    """Mixed into Store; needs ``_connection()``."""
+
+    async def unlinked_ids(self, after: tuple | None, limit: int) -> list[tuple]:
+        """Memories without a ``memory_linked`` mark, in (created_at, id) order after ``after`` (a
+        (created_at, id) pair): (id, project, content, created_at)."""
+        clause, params = "", [limit]
+        if after is not None:
+            clause, params = " AND (m.created_at, m.id) > (%s, %s)", [*after, limit]
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT m.id, m.project, m.content, m.created_at FROM memories m"
+                " WHERE NOT EXISTS (SELECT 1 FROM memory_linked l WHERE l.memory_id = m.id)"
+                + clause
+                + " ORDER BY m.created_at, m.id LIMIT %s",
+                params,
+            )
+            return list(await cur.fetchall())
+
+    async def count_unlinked(self) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM memories m"
+                " WHERE NOT EXISTS (SELECT 1 FROM memory_linked l WHERE l.memory_id = m.id)"
+            )
+            return (await cur.fetchone())[0]
+
+    async def link_existing(self, items: list[LinkItem], settings: LinkSettings) -> dict[str, int]:
+        """Entities and links for stored memories, in one transaction (maintain). A memory deleted
+        meanwhile is skipped; one linked meanwhile is linked again (idempotent)."""
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
+                ([it.memory_id for it in items],),
+            )
+            present = {r[0] for r in await cur.fetchall()}
+            return await write_links(conn, [it for it in items if it.memory_id in present], settings)
+
+    async def contents(self, ids: list[UUID]) -> dict[UUID, str]:
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT id, content FROM memories WHERE id = ANY(%s)", (ids,))
+            return dict(await cur.fetchall())
+
+    async def add_extracted(self, items: list[LinkItem], causes: list[tuple[UUID, UUID]]) -> dict[str, int]:
+        """What an LLM extractor added: more mentions, and ``causes`` links (cause -> effect), in one
+        transaction; memories deleted meanwhile are skipped."""
+        ids = sorted({it.memory_id for it in items} | {a for a, _ in causes} | {b for _, b in causes})
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE", (ids,)
+            )
+            present = {r[0] for r in await cur.fetchall()}
+            counts = {
+                "mentions": await _write_mentions(conn, [it for it in items if it.memory_id in present])
+            }
+            pairs = [(a, b) for a, b in causes if a in present and b in present and a != b]
+            counts["causes"] = 0
+            if pairs:
+                cur = await conn.execute(
+                    "INSERT INTO memory_links (src, dst, kind)"
+                    " SELECT a, b, 'causes' FROM unnest(%s::uuid[], %s::uuid[]) AS u(a, b)"
+                    " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+                    ([a for a, _ in pairs], [b for _, b in pairs]),
+                )
+                counts["causes"] = cur.rowcount
+        return counts
+
+    async def delete_orphan_entities(self, *, dry_run: bool = False) -> int:
+        """Entities no memory mentions any more (forget leaves them to maintain)."""
+        async with self._connection() as conn:
+            if dry_run:
+                cur = await conn.execute(
+                    "SELECT count(*) FROM memlane_entities e"
+                    " WHERE NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)"
+                )
+                return (await cur.fetchone())[0]
+            cur = await conn.execute(
+                "DELETE FROM memlane_entities e WHERE e.id IN (SELECT e2.id FROM memlane_entities e2"
+                " WHERE NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e2.id)"
+                " FOR UPDATE SKIP LOCKED)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)"
+            )
+            return cur.rowcount
+
+    # -- the read side: the graph arm -----------------------------------------------------------
+
+    async def entity_ids(self, project: str, keys: list[str]) -> dict[int, str]:
+        """Entity nodes for these keys (and for a lone first name, the one full name it starts)."""
+        if not keys:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, key FROM memlane_entities WHERE project = %(p)s AND key = ANY(%(k)s)"
+                " UNION SELECT e.id, e.key FROM memlane_entities e"
+                "  JOIN unnest(%(k)s::text[]) AS q(first) ON e.key LIKE q.first || ' %%'"
+                "  WHERE e.project = %(p)s AND e.kind = 'name' AND position(' ' in q.first) = 0",
+                {"p": project, "k": keys},
+            )
+            return {i: k for i, k in await cur.fetchall()}
+
+    async def memory_edges(
+        self, ids: list[UUID], kinds: tuple[str, ...] = EDGE_KINDS, per_node: int = 50
+    ) -> list[tuple[UUID, UUID, str, float]]:
+        """Links touching these memories, both directions: (from, to, kind, weight), where a link
+        read backwards keeps its kind ("next" read backwards is "previous")."""
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT s.src, s.dst, s.kind, s.weight FROM unnest(%(ids)s::uuid[]) AS q(id)"
+                " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
+                "   WHERE src = q.id AND kind = ANY(%(kinds)s) LIMIT %(n)s) s"
+                " UNION ALL"
+                " SELECT s.dst, s.src, CASE s.kind WHEN 'next' THEN 'previous' ELSE s.kind END, s.weight"
+                " FROM unnest(%(ids)s::uuid[]) AS q(id)"
+                " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
+                "   WHERE dst = q.id AND kind = ANY(%(kinds)s) LIMIT %(n)s) s",
+                {"ids": ids, "kinds": list(kinds), "n": per_node},
+            )
+            return [(a, b, k, float(w)) for a, b, k, w in await cur.fetchall()]
+
+    async def mentions_of(self, ids: list[UUID]) -> list[tuple[UUID, int, int]]:
+        """(memory, entity, entity's number of mentions) for these memories."""
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT me.memory_id, me.entity_id,"
+                " (SELECT count(*) FROM memory_entities d WHERE d.entity_id = me.entity_id)"
+                " FROM memory_entities me WHERE me.memory_id = ANY(%s)",
+                (ids,),
+            )
+            return [(m, e, int(n)) for m, e, n in await cur.fetchall()]
+
+    async def entity_members(
+        self, entity_ids: list[int], per_entity: int, project: str
+    ) -> list[tuple[int, UUID, int]]:
+        """(entity, memory, entity's number of mentions) for up to ``per_entity`` memories of each
+        entity (live ones of the project). The count says how specific the entity is."""
+        if not entity_ids:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT q.id, s.memory_id, (SELECT count(*) FROM memory_entities d WHERE d.entity_id = q.id)"
+                " FROM unnest(%s::bigint[]) AS q(id)"
+                " CROSS JOIN LATERAL (SELECT me.memory_id FROM memory_entities me"
+                "   JOIN memories m ON m.id = me.memory_id"
+                "   WHERE me.entity_id = q.id AND m.project = %s"
+                "     AND (m.expires_at IS NULL OR m.expires_at > now())"
+                "   ORDER BY me.memory_id LIMIT %s) s",
+                (entity_ids, project, per_entity),
+            )
+            return [(e, m, int(n)) for e, m, n in await cur.fetchall()]
+
+    # -- recall output extras -------------------------------------------------------------------
+
+    async def context_of(self, ids: list[UUID]) -> dict[UUID, list[tuple[UUID, str, int | None]]]:
+        """Each memory's ``previous`` then ``next`` neighbours: (id, content, position)."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT l.dst AS anchor, m.id, m.content, m.position, 0 AS side FROM memory_links l"
+                " JOIN memories m ON m.id = l.src WHERE l.kind = 'next' AND l.dst = ANY(%(ids)s)"
+                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
+                " UNION ALL"
+                " SELECT l.src, m.id, m.content, m.position, 1 FROM memory_links l"
+                " JOIN memories m ON m.id = l.dst WHERE l.kind = 'next' AND l.src = ANY(%(ids)s)"
+                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
+                " ORDER BY 1, 5, 4, 2",
+                {"ids": ids},
+            )
+            out: dict[UUID, list[tuple[UUID, str, int | None]]] = defaultdict(list)
+            for anchor, mid, content, position, _ in await cur.fetchall():
+                out[anchor].append((mid, content, position))
+        return dict(out)
+
+    async def entity_facts(
+        self, ids: list[UUID], *, max_entities: int, per_entity: int, max_degree: int
+    ) -> list[tuple[str, list[str]]]:
+        """The entities these memories mention most (a speaker's name, mentioned everywhere, is
+        left out) and, for each, the latest other memories that mention it: (name, [content])."""
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH ents AS (SELECT entity_id, count(*) AS hits FROM memory_entities"
+                "   WHERE memory_id = ANY(%(ids)s) GROUP BY entity_id),"
+                " ranked AS (SELECT e.id, e.name, ents.hits,"
+                "   (SELECT count(*) FROM memory_entities d WHERE d.entity_id = e.id) AS degree"
+                "   FROM ents JOIN memlane_entities e ON e.id = ents.entity_id),"
+                " top AS (SELECT * FROM ranked WHERE degree > 1 AND degree <= %(maxdeg)s"
+                "   ORDER BY hits DESC, degree, name LIMIT %(n)s)"
+                " SELECT top.name, f.content FROM top CROSS JOIN LATERAL ("
+                "   SELECT m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id"
+                "    WHERE me.entity_id = top.id AND NOT (me.memory_id = ANY(%(ids)s))"
+                "      AND (m.expires_at IS NULL OR m.expires_at > now())"
+                "    ORDER BY coalesce(m.occurred_at, m.created_at) DESC, m.id LIMIT %(per)s) f"
+                " ORDER BY top.hits DESC, top.degree, top.name",
+                {"ids": ids, "maxdeg": max_degree, "n": max_entities, "per": per_entity},
+            )
+            out: dict[str, list[str]] = {}
+            for name, content in await cur.fetchall():
+                out.setdefault(name, []).append(content)
+        return list(out.items())
+
+    async def graph_counts(self) -> dict[str, Any]:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT (SELECT count(*) FROM memlane_entities), (SELECT count(*) FROM memory_entities),"
+                " (SELECT count(*) FROM memory_linked)"
+            )
+            entities, mentions, linked = await cur.fetchone()
+            cur = await conn.execute("SELECT kind, count(*) FROM memory_links GROUP BY kind ORDER BY kind")
+            links = dict(await cur.fetchall())
+        return {"entities": entities, "mentions": mentions, "linked": linked, "links": links}

@@ -1,0 +1,504 @@
+"""The memory graph: entity extraction (pure), entities and links on the write path (real
+PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph arm of recall."""
+
+import psycopg
+import pytest
+
+from memlane.pipeline import entities, maintain, render
+from memlane.pipeline.config import GraphConfig, LLMStageConfig
+from memlane.pipeline.context import RecallContext
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.entities import Entity, extract, normalise, resolve_aliases
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.intent import analyse_offline
+from memlane.pipeline.records import Query
+from memlane.pipeline.retrieve import retrieve
+from memlane.pipeline.tokens import count_tokens
+
+pytestmark = pytest.mark.anyio
+
+
+def keys(text: str) -> list[str]:
+    return [e.key for e in extract(text)]
+
+
+def kinds(text: str) -> dict[str, str]:
+    return {e.key: e.kind for e in extract(text)}
+
+
+# -- extraction (pure) -------------------------------------------------------------------------
+
+
+def test_names_multi_word_and_possessive():
+    assert keys("Caroline's dog met John Smith in New York.") == ["caroline", "john smith", "new york"]
+    assert keys("We flew to the Bank of America tower with Dr Patel") == ["bank of america", "dr patel"]
+    assert extract("Caroline’s sister")[0].name == "Caroline"
+
+
+def test_sentence_initial_common_words_and_i_are_not_names():
+    assert keys("The deploy went well. When I left. Yesterday was fine. Thanks! Sorry.") == []
+    assert keys("I think so. Honestly I do.") == []
+    # A name stays a name at the start of a sentence or a speaker's turn.
+    assert keys("Caroline: Hey Mel! John said hi.") == ["caroline", "mel", "john"]
+
+
+def test_technical_terms_handles_emails_urls_and_paths():
+    text = (
+        "The node.js v2.3.1 build of PostgreSQL failed on fp-700 (see my_var); see /etc/nginx/nginx.conf "
+        "and src/app/main.py, mail bob@example.com or @bobby, https://example.com/x?y=1."
+    )
+    assert kinds(text) == {
+        "node.js": "term",
+        "v2.3.1": "term",
+        "postgresql": "term",
+        "fp-700": "term",
+        "my_var": "term",
+        "/etc/nginx/nginx.conf": "path",
+        "src/app/main.py": "path",
+        "bob@example.com": "email",
+        "@bobby": "handle",
+        "https://example.com/x?y=1": "url",
+    }
+
+
+def test_numbers_abbreviations_and_plain_words_are_not_terms():
+    assert keys("It costs 3.50 and 1.2.3, e.g. at 10 a.m. every day") == []
+
+
+def test_one_entity_per_key_in_order_and_bounded():
+    assert keys("Alice met ALICE? no: Alice's cat met Bob, then Alice") == ["alice", "bob"]
+    many = " ".join(f"Name{i}x" for i in range(100))
+    assert len(extract(many)) == entities.MAX_ENTITIES
+
+
+def test_normalise():
+    assert normalise("  Caroline's ") == "caroline"
+    assert normalise("New   York.") == "new york"
+    assert normalise("James’") == "james" and normalise("James's") == "james"
+
+
+def test_a_first_name_resolves_to_the_one_full_name_only_when_unambiguous():
+    caroline = Entity("caroline smith", "Caroline Smith", "name")
+    found = resolve_aliases([Entity("caroline", "Caroline", "name")], [caroline])
+    assert found == [caroline]
+    two = [caroline, Entity("caroline jones", "Caroline Jones", "name")]
+    assert resolve_aliases([Entity("caroline", "Caroline", "name")], two)[0].key == "caroline"
+    # A term is never resolved as a name.
+    assert resolve_aliases([Entity("caroline", "caroline", "term")], [caroline])[0].kind == "term"
+
+
+def test_intent_uses_the_same_extractor():
+    intent = analyse_offline("What did Caroline's sister say about node.js at the PyCon talk?")
+    assert intent.entities == ("Caroline", "node.js", "PyCon")
+    assert analyse_offline("When did I move?").entities == ()
+
+
+# -- the write path --------------------------------------------------------------------------------
+
+
+def rows(database_url: str, sql: str, params=()) -> list[tuple]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def links(database_url: str, kind: str) -> set[tuple]:
+    return {
+        tuple(map(str, r))
+        for r in rows(database_url, "SELECT src, dst FROM memory_links WHERE kind = %s", (kind,))
+    }
+
+
+def mentions(database_url: str, memory_id) -> set[str]:
+    return {
+        r[0]
+        for r in rows(
+            database_url,
+            "SELECT e.key FROM memory_entities me JOIN memlane_entities e ON e.id = me.entity_id"
+            " WHERE me.memory_id = %s",
+            (memory_id,),
+        )
+    }
+
+
+async def test_remember_stores_entities_and_next_links_by_source_and_position(engine, database_url):
+    turns = [
+        {"content": "Caroline: I went to the LGBTQ support group", "source": "s1", "position": 0},
+        {"content": "Melanie: how was it, Caroline?", "source": "s1", "position": 1},
+        {"content": "Caroline: it was great", "source": "s1", "position": 2},
+    ]
+    ids = [r.id for r in await engine.remember_many(turns)]
+    assert mentions(database_url, ids[0]) == {"caroline", "lgbtq"}
+    assert mentions(database_url, ids[1]) == {"melanie", "caroline"}
+    # One entity node per key per project, whatever the case or possessive.
+    assert rows(database_url, "SELECT count(*) FROM memlane_entities WHERE key = 'caroline'") == [(1,)]
+    assert links(database_url, "next") == {(str(ids[0]), str(ids[1])), (str(ids[1]), str(ids[2]))}
+    # A piece remembered later between known positions links to both sides.
+    late = await engine.remember({"content": "Caroline: and the talk after", "source": "s1", "position": 3})
+    assert (str(ids[2]), str(late.id)) in links(database_url, "next")
+    assert rows(database_url, "SELECT count(*) FROM memory_linked") == [(4,)]
+
+
+async def test_a_batch_sharing_a_source_is_chained_but_single_memories_are_not(engine, database_url):
+    batch = await engine.remember_many(
+        [{"content": f"step {i} of the migration", "source": "chat-9"} for i in range(3)]
+    )
+    chained = links(database_url, "next")
+    assert chained == {(str(batch[0].id), str(batch[1].id)), (str(batch[1].id), str(batch[2].id))}
+    # Memories from one tool source ("mcp") remembered one at a time are not a conversation.
+    for text in ("the user likes tea", "the deploy is on Fridays"):
+        await engine.remember({"content": text, "source": "mcp"})
+    # Nor is an import batch (chain=False), nor a batch with mixed sources.
+    await engine.remember_many([{"content": f"imported {i}", "source": "mcp"} for i in range(3)], chain=False)
+    await engine.remember_many([{"content": "x one", "source": "a"}, {"content": "x two", "source": "b"}])
+    assert links(database_url, "next") == chained
+
+
+async def test_relates_to_links_nearest_earlier_memories_above_the_floor(engine, database_url):
+    first = await engine.remember({"content": "The billing service stores invoices in PostgreSQL"})
+    unrelated = await engine.remember({"content": "My cat enjoys sleeping in the sun"})
+    second = await engine.remember({"content": "Invoices of the billing service live in PostgreSQL tables"})
+    related = links(database_url, "relates_to")
+    assert (str(second.id), str(first.id)) in related
+    assert all(str(unrelated.id) not in pair for pair in related)
+    weight = rows(
+        database_url, "SELECT weight FROM memory_links WHERE src = %s AND dst = %s", (second.id, first.id)
+    )
+    assert weight[0][0] >= GraphConfig().relates_to_min_similarity
+
+
+async def test_duplicates_are_not_linked_again(engine, database_url):
+    a = await engine.remember({"content": "Alice deploys on Fridays"})
+    before = rows(database_url, "SELECT count(*) FROM memory_entities")
+    again = await engine.remember({"content": "Alice deploys on Fridays"})
+    assert again.status == "duplicate" and again.id == a.id
+    assert rows(database_url, "SELECT count(*) FROM memory_entities") == before
+    assert rows(database_url, "SELECT count(*) FROM memory_linked") == [(1,)]
+
+
+async def test_same_time_links_are_bounded_per_memory(engine, database_url):
+    day = [
+        {
+            "content": f"event number {i} of the offsite",
+            "occurred_at": f"2024-05-08T{8 + i % 10:02d}:{i:02d}:00Z",
+        }
+        for i in range(12)
+    ]
+    await engine.remember_many(day)
+    await engine.remember({"content": "another day entirely", "occurred_at": "2024-05-09T09:00:00Z"})
+    per_src = rows(
+        database_url, "SELECT src, count(*) FROM memory_links WHERE kind = 'same_time' GROUP BY src"
+    )
+    k = GraphConfig().same_time_k
+    assert per_src and max(n for _, n in per_src) <= k
+    assert sum(n for _, n in per_src) == sum(min(i, k) for i in range(12))  # each to its earlier ones
+
+
+async def test_forget_and_project_deletion_leave_no_orphans(engine, database_url):
+    a = await engine.remember_many(
+        [{"content": "Caroline met Melanie", "source": "s", "position": i} for i in range(1)]
+        + [{"content": "Caroline and Melanie painted", "source": "s", "position": 1}]
+    )
+    b = await engine.remember({"content": "Zed owns fp-700", "project": "other"})
+    await engine.forget(a[0].id)
+    assert rows(
+        database_url, "SELECT count(*) FROM memory_links WHERE src = %s OR dst = %s", (a[0].id, a[0].id)
+    ) == [(0,)]
+    assert rows(database_url, "SELECT count(*) FROM memory_entities WHERE memory_id = %s", (a[0].id,)) == [
+        (0,)
+    ]
+    await engine.forget(b.id)  # its entities are orphans now: maintain deletes them
+    assert rows(database_url, "SELECT count(*) FROM memlane_entities WHERE project = 'other'") == [(2,)]
+    [report] = await maintain.maintain(engine, ["links"])
+    assert report.summary["orphan_entities_deleted"] == 2
+    assert rows(database_url, "SELECT key FROM memlane_entities ORDER BY key") == [
+        ("caroline",),
+        ("melanie",),
+    ]
+    assert await engine.store.delete_projects(["default"]) == 1
+    for table in ("memlane_entities", "memory_entities", "memory_links", "memory_linked"):
+        assert rows(database_url, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+async def test_update_with_new_content_re_extracts_entities(engine, database_url):
+    m = await engine.remember({"content": "Alice prefers tabs", "source": "s", "position": 0})
+    n = await engine.remember({"content": "Bob agrees", "source": "s", "position": 1})
+    await engine.update(m.id, {"content": "Carol prefers spaces in main.py"})
+    assert mentions(database_url, m.id) == {"carol", "main.py"}
+    assert (str(m.id), str(n.id)) in links(database_url, "next")  # its place in the source is unchanged
+    await engine.update(m.id, {"priority": 5})  # no new content: nothing to redo
+    assert mentions(database_url, m.id) == {"carol", "main.py"}
+
+
+async def test_maintain_rebuilds_emptied_graph_tables_identically(engine, database_url):
+    convo = [
+        {"content": f"{who}: turn {i} about the PyCon talk and node.js", "source": f"s{i // 4}", "position": i % 4,
+         "occurred_at": f"2024-05-0{1 + i // 4}T10:{i:02d}:00Z"}
+        for i, who in enumerate(["Caroline", "Melanie"] * 6)
+    ]  # fmt: skip
+    await engine.remember_many(convo)
+    await engine.remember_many(
+        [{"content": "Caroline likes node.js a lot"}, {"content": "Melanie likes PyCon"}]
+    )
+
+    def snapshot():
+        return (
+            sorted(rows(database_url, "SELECT src, dst, kind, round(weight::numeric, 4) FROM memory_links")),
+            sorted(rows(database_url, "SELECT me.memory_id, e.project, e.key, e.name, e.kind FROM memory_entities me"
+                                      " JOIN memlane_entities e ON e.id = me.entity_id")),
+            sorted(rows(database_url, "SELECT memory_id FROM memory_linked")),
+        )  # fmt: skip
+
+    before = snapshot()
+    assert before[0] and before[1] and len(before[2]) == 14
+    with psycopg.connect(database_url) as conn:
+        conn.execute("TRUNCATE memory_links, memory_entities, memory_linked, memlane_entities")
+    progress = []
+    [dry] = await maintain.maintain(engine, ["links"], dry_run=True)
+    assert dry.summary["would_link"] == 14
+    [report] = await maintain.maintain(engine, ["links"], progress=lambda *a: progress.append(a))
+    assert report.summary["linked"] == 14
+    assert progress[-1] == ("links", 14, 14)
+    assert snapshot() == before
+    [again] = await maintain.maintain(engine, ["links"])  # idempotent: nothing left to do
+    assert again.summary["linked"] == 0 and snapshot() == before
+
+
+# -- the graph arm -----------------------------------------------------------------------------------
+
+
+async def seed_conversation(engine):
+    """A two-hop question: the answer never names the question's words, only its neighbour does."""
+    await engine.remember_many(
+        [
+            {
+                "content": "Caroline: I adopted a dog from the shelter last week",
+                "source": "s1",
+                "position": 0,
+            },
+            {"content": "Melanie: what is its name?", "source": "s1", "position": 1},
+            {"content": "Caroline: Biscuit, after my favourite snack", "source": "s1", "position": 2},
+        ]
+        + [
+            {
+                "content": f"Melanie: unrelated chatter number {i} about painting",
+                "source": "s2",
+                "position": i,
+            }
+            for i in range(20)
+        ]
+    )
+
+
+async def test_the_graph_arm_runs_is_traced_and_bounded_by_the_budget(engine):
+    await seed_conversation(engine)
+    expanded = {}
+    for budget in ("low", "high"):
+        res = await engine.recall(
+            engine.recall_request("What did Caroline adopt from the shelter?", budget=budget, explain=True)
+        )
+        retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+        assert "graph" in retrieval.detail["arms"]
+        g = retrieval.detail["graph"]
+        assert g["method"] == "mpfp" and g["max_expanded"] == engine.config.graph.expand(budget)
+        assert 0 < g["expanded"] <= g["max_expanded"]
+        expanded[budget] = g["expanded"]
+    assert expanded["low"] <= engine.config.graph.expand_low < expanded["high"]
+
+
+async def test_graph_hits_carry_exact_scores_of_the_store_arms(engine):
+    await seed_conversation(engine)
+    req = engine.recall_request("What did Caroline adopt from the shelter?")
+    config = engine.config.model_copy(
+        update={"recall": engine.config.recall.model_copy(update={"candidates_per_arm": 2})}
+    )
+    ctx = RecallContext(config=config, store=engine.store, embedder=engine.embedder, llm=None, request=req)
+    query = Query(text=req.query, intent=analyse_offline(req.query))
+    retrieved = (await retrieve(ctx, query)).value
+    graph = {str(m.id): m.content for m, _ in retrieved.lists["graph"]}
+    neighbour = next(k for k, c in graph.items() if c == "Melanie: what is its name?")
+    # Scored exactly on the store arms (for fusion and the floor), though not in their lists.
+    assert {"graph", "vector", "keyword"} <= set(retrieved.scores[neighbour])
+    assert all(str(m.id) != neighbour for m, _ in retrieved.lists["vector"])
+
+
+async def test_graph_off_and_mpfp(engine):
+    await seed_conversation(engine)
+    q = "What did Caroline adopt from the shelter?"
+    engine.config = engine.config.model_copy(
+        update={"recall": engine.config.recall.model_copy(update={"graph": "off"})}
+    )
+    res = await engine.recall(engine.recall_request(q, explain=True))
+    retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+    assert "graph" not in retrieval.detail["arms"] and retrieval.detail["graph"]["method"] == "off"
+    engine.config = engine.config.model_copy(
+        update={"recall": engine.config.recall.model_copy(update={"graph": "mpfp"})}
+    )
+    res = await engine.recall(engine.recall_request(q, explain=True))
+    retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+    g = retrieval.detail["graph"]
+    assert g["method"] == "mpfp" and "graph" in retrieval.detail["arms"]
+    assert g["paths"].get("next", 0) > 0 and 0 < g["expanded"] <= g["max_expanded"]
+
+
+async def test_the_graph_arm_stays_in_its_project(engine):
+    await seed_conversation(engine)
+    await engine.remember_many(
+        [
+            {
+                "content": "Caroline: my dog Biscuit loves the park",
+                "project": "other",
+                "source": "x",
+                "position": 0,
+            }
+        ]
+    )
+    res = await engine.recall(engine.recall_request("What did Caroline adopt?", limit=50))
+    assert all(m.project == "default" for m, _ in res.memories)
+
+
+# -- recall output extras ----------------------------------------------------------------------------
+
+
+async def test_include_context_returns_neighbours_within_the_budget(engine):
+    await seed_conversation(engine)
+    q = "What did Caroline adopt from the shelter?"
+    res = await engine.recall(engine.recall_request(q, limit=1, include_context=True))
+    [view] = res.rendered["memories"]
+    assert view["content"] == "Caroline: I adopted a dog from the shelter last week"
+    assert view["context"] == [
+        {"id": view["context"][0]["id"], "content": "Melanie: what is its name?", "position": 1}
+    ]
+    assert len(view["context"][0]["id"]) >= 8
+    plain = await engine.recall(engine.recall_request(q, limit=1))
+    assert "context" not in plain.rendered["memories"][0]
+    # A tight budget: the context gives way, the result stays within max_tokens.
+    for max_tokens in (60, 80, 120, 400):
+        res = await engine.recall(
+            engine.recall_request(q, limit=3, max_tokens=max_tokens, include_context=True)
+        )
+        assert res.tokens_used <= max_tokens
+        assert count_tokens(render.to_text(res.rendered)) == res.tokens_used
+
+
+async def test_include_entities_returns_other_facts_about_the_entities(engine):
+    await engine.remember_many(
+        [
+            {"content": "Melanie adopted a cat named Luna from the PetPal shelter"},
+            {"content": "PetPal shelter closes on Sundays"},
+            {"content": "PetPal shelter was founded by Ada Lovelace in 2019"},
+            {"content": "Unrelated: the weather was nice"},
+        ]
+    )
+    res = await engine.recall(
+        engine.recall_request("What did Melanie adopt?", limit=1, include_entities=True)
+    )
+    assert res.rendered["memories"][0]["content"].startswith("Melanie adopted a cat")
+    entities = {e["name"]: e["facts"] for e in res.rendered["entities"]}
+    assert set(entities["PetPal"]) == {
+        "PetPal shelter closes on Sundays",
+        "PetPal shelter was founded by Ada Lovelace in 2019",
+    }
+    assert res.tokens_used <= engine.config.recall.default_max_tokens
+    small = await engine.recall(
+        engine.recall_request("What did Melanie adopt?", limit=1, max_tokens=70, include_entities=True)
+    )
+    assert small.tokens_used <= 70
+    with pytest.raises(InvalidInput, match="include_entities"):
+        engine.recall_request("x", include_entities="yes")
+
+
+async def test_the_recall_tool_takes_include_context_and_include_entities(
+    engine, database_url, tmp_path, embedder
+):
+    from mcp import Client
+
+    from memlane.pipeline.config import DatabaseConfig
+    from memlane.server.app import build_server
+    from memlane.server.settings import load
+
+    await seed_conversation(engine)
+    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
+    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
+    try:
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            props = tools["recall"].input_schema["properties"]
+            assert {"include_context", "include_entities"} <= set(props)
+            r = await client.call_tool(
+                "recall",
+                {"query": "What did Caroline adopt from the shelter?", "limit": 1, "include_context": True},
+            )
+            assert r.is_error is False, r.content[0].text
+            [view] = r.structured_content["memories"]
+            assert view["context"][0]["content"] == "Melanie: what is its name?"
+    finally:
+        await state.close()
+
+
+# -- LLM extraction on the write path (ScriptedLLM stands in for a paid API) --------------------------
+
+
+async def test_an_llm_extractor_adds_entities_and_causes_links(engine_config, embedder, database_url):
+    import json
+
+    from llm_fakes import ScriptedLLM, failing
+
+    llm = ScriptedLLM()
+    off = Engine(engine_config, embedder=embedder, llm=llm)  # the stage is off unless enabled
+    await off.open()
+    try:
+        await off.remember({"content": "Nothing to extract here"})
+        assert llm.calls_for("extract") == []
+    finally:
+        await off.close()
+    stages = engine_config.llm.stages.model_copy(update={"extract": LLMStageConfig(enabled=True)})
+    engine_config = engine_config.model_copy(
+        update={"llm": engine_config.llm.model_copy(update={"stages": stages})}
+    )
+    eng = Engine(engine_config, embedder=embedder, llm=llm)
+    await eng.open()
+    try:
+        cause = await eng.remember(
+            {"content": "We changed the connection pool size of the billing service to 2"}
+        )
+        llm.enqueue(
+            "extract",
+            json.dumps(
+                {"entities": [{"name": "billing service", "kind": "term"}], "caused_by": [1], "causes": [7]}
+            ),
+        )
+        effect = await eng.remember(
+            {"content": "The billing service connection pool ran out and requests timed out"}
+        )
+        [call] = [c for c in llm.calls_for("extract") if "ran out" in c["user"]]
+        assert "[1] We changed the connection pool size" in call["user"]  # the earlier memory, numbered
+        assert (str(cause.id), str(effect.id)) in links(database_url, "causes")
+        assert "billing service" in mentions(database_url, effect.id)
+        # A failing LLM costs the extras only: the memory and its offline links are stored.
+        llm.enqueue("extract", failing("HTTP 503"))
+        third = await eng.remember({"content": "Billing service pool size restored to 20 by Alice"})
+        assert third.status == "created" and "alice" in mentions(database_url, third.id)
+    finally:
+        await eng.close()
+
+
+def test_extract_replies_are_checked():
+    from uuid import uuid4
+
+    from memlane.pipeline.extract import parse_reply
+    from memlane.pipeline.providers.llm import LLMError
+
+    me, a, b = uuid4(), uuid4(), uuid4()
+    entities, pairs = parse_reply(
+        {
+            "entities": [{"name": "Ada's", "kind": "bogus"}, "x", {"name": " "}],
+            "caused_by": [2, 0, True, "1"],
+            "causes": [1],
+        },
+        [a, b],
+        me,
+    )
+    assert entities == [Entity("ada", "Ada's", "name")]
+    assert pairs == [(b, me), (me, a)]
+    with pytest.raises(LLMError):
+        parse_reply(["not", "an", "object"], [], me)
