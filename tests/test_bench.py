@@ -292,6 +292,7 @@ def test_mcp_bench_reports_cold_start_and_call_latency():
     assert report["cold_start"]["tools_list_ms"]["median"] > 0
     assert {"remember", "recall", "forget", "update"} <= set(report["tools"])
     assert report["remember_ms"]["n"] == 2 and report["recall_ms"]["n"] == 2 and report["ready_ms"] > 0
+    assert report["first_recall_ms"]["all"] == [report["ready_ms"]]  # one spawn: its first recall
 
 
 def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embedder):
