@@ -201,3 +201,14 @@ async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_
         await explicit.open()
     assert explicit.embedder.model_id == MINILM_ID
     await explicit.close()
+
+
+def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5):
+    from memlane.pipeline.retrieve import embed
+
+    q, v, hyde = embed(e5, ["who adopted a dog?", "dog adoption"], "Caroline adopted a dog named Max.")
+    assert q == pytest.approx(e5.embed_query("who adopted a dog?"), abs=1e-6)
+    assert v == pytest.approx(e5.embed_query("dog adoption"), abs=1e-6)
+    assert hyde == pytest.approx(e5.embed_passages(["Caroline adopted a dog named Max."])[0], abs=1e-6)
+    assert hyde != pytest.approx(e5.embed_query("Caroline adopted a dog named Max."), abs=1e-3)
+    assert len(embed(e5, ["who adopted a dog?"], None)) == 1
