@@ -127,10 +127,10 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
 def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
     """The question and its variants as queries; HyDE's hypothetical memory as a passage (it stands
     for a stored memory, so it is encoded as one)."""
-    vectors = embedder.embed_queries(texts)
-    if hypothetical:
-        vectors += embedder.embed_passages([hypothetical])
-    return vectors
+    extra = [hypothetical] if hypothetical else []
+    if not embedder.asymmetric:  # one batch (one API call for a remote model), as both sides agree
+        return embedder.embed_queries(texts + extra)
+    return embedder.embed_queries(texts) + (embedder.embed_passages(extra) if extra else [])
 
 
 def calibrated(embedder, hits, arms: list[str]):

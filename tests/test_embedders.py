@@ -212,3 +212,13 @@ def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5
     assert hyde == pytest.approx(e5.embed_passages(["Caroline adopted a dog named Max."])[0], abs=1e-6)
     assert hyde != pytest.approx(e5.embed_query("Caroline adopted a dog named Max."), abs=1e-3)
     assert len(embed(e5, ["who adopted a dog?"], None)) == 1
+
+
+def test_a_symmetric_model_embeds_the_question_and_hyde_passage_in_one_batch(minilm, monkeypatch):
+    from memlane.pipeline.retrieve import embed
+
+    batches = []
+    real = minilm._embed
+    monkeypatch.setattr(minilm, "_embed", lambda texts: batches.append(list(texts)) or real(texts))
+    vectors = embed(minilm, ["who adopted a dog?"], "Caroline adopted a dog named Max.")
+    assert batches == [["who adopted a dog?", "Caroline adopted a dog named Max."]] and len(vectors) == 2

