@@ -18,6 +18,8 @@ from . import validate as v
 from .config import LLM_STAGES, EngineConfig
 from .context import RecallContext
 from .errors import InvalidInput, StoreError
+from .facttypes import classify as classify_fact
+from .facttypes import fact_types_filter
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
 from .providers.embedder import BUILTIN_MODELS, Embedder, is_explicit, make_embedder
@@ -26,6 +28,8 @@ from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
 from .store.browse import BrowsePage, ProjectSummary
 from .store.embedded import EmbeddedPostgres, watch_postmaster
+from .summaries import CategorySummary, category_summaries
+from .topics import Topics, topics_filter
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ class Engine:
         uses_llm = llm is not None or any(config.llm.for_stage(s)[3] for s in LLM_STAGES)
         self.llm = LLMService(config.llm, provider=llm) if uses_llm else None
         self.dsn_kind = "external" if config.database.url else "embedded"
+        self.topics = Topics(config.topics, self.embedder)  # topics and fact types on remember
         self._opened = False
 
     @property
@@ -158,7 +163,7 @@ class Engine:
     async def remember_many(self, items: list[MemoryInput | dict[str, Any]]) -> list[Remembered]:
         """Validate every item, then embed and store them in one transaction."""
         inputs = remember_path.parse(self.config, items)
-        return await remember_path.store_inputs(self.store, self.embedder, inputs)
+        return await remember_path.store_inputs(self.store, self.embedder, inputs, self.topics)
 
     def recall_request(
         self,
@@ -173,6 +178,8 @@ class Engine:
         category: Any = None,
         tags: Any = None,
         explain: bool = False,
+        topics: Any = None,
+        fact_types: Any = None,
     ) -> RecallRequest:
         cfg = self.config.recall
         if not isinstance(query, str) or not query.strip():
@@ -207,6 +214,8 @@ class Engine:
             category=v.category_name(category),
             tags=v.tag_list(tags, self.config.remember.max_tags),
             explain=bool(explain),
+            topics=topics_filter(topics),
+            fact_types=fact_types_filter(fact_types),
         )
 
     async def recall(
@@ -254,6 +263,12 @@ class Engine:
         mid = await self.store.resolve_id(memory_id)
         if "content" in fields:
             [fields["embedding"]] = await asyncio.to_thread(self.embedder.embed_passages, [fields["content"]])
+            if self.topics.enabled:  # new words: topics and fact type again (among existing topics)
+                current = await self.store.get(mid)
+                fields["topics"] = await self.topics.reassign(
+                    self.store, current.project, fields["content"], fields["embedding"]
+                )
+                fields.setdefault("fact_type", classify_fact(fields["content"]))
         return await self.store.update(mid, fields, model_id=self.embedder.model_id)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
@@ -328,6 +343,11 @@ class Engine:
             before=before,
             limit=limit,
         )
+
+    async def category_summaries(self, project: Any) -> list[CategorySummary]:
+        """The project's category summaries (refreshed first when enough changed)."""
+        name = v.project_name(project, self.config.default_project)
+        return await category_summaries(self.store, name, self.config.summaries)
 
     async def project_categories(self, project: Any) -> list[tuple[str | None, int]]:
         return await self.store.project_categories(v.project_name(project, self.config.default_project))

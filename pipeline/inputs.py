@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from . import validate as v
 from .config import EngineConfig
 from .errors import InvalidInput
+from .facttypes import fact_type_value
 
 
 def _limits(info: ValidationInfo) -> EngineConfig:
@@ -54,6 +55,11 @@ class _Fields(BaseModel):
     @classmethod
     def _dates(cls, value: Any, info: ValidationInfo):
         return v.parse_datetime(value, info.field_name)
+
+    @field_validator("fact_type", mode="before", check_fields=False)
+    @classmethod
+    def _fact_type(cls, value: Any) -> str | None:
+        return fact_type_value(value)
 
     @field_validator("pinned", mode="before", check_fields=False)
     @classmethod
@@ -106,6 +112,8 @@ class MemoryInput(_Fields):
     expires_at: datetime | None = None
     metadata: dict[str, Any] = {}
     source: str | None = None
+    position: int | None = None  # order within ``source`` (0-based): a conversation's turn, a chunk
+    fact_type: str | None = None  # world, experience or opinion; None: classified (pipeline/facttypes.py)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -123,6 +131,11 @@ class MemoryInput(_Fields):
         if value is not None and not isinstance(value, str):
             raise InvalidInput("source must be a string")
         return v.storable_text(value, "source") if value is not None else None
+
+    @field_validator("position", mode="before")
+    @classmethod
+    def _position(cls, value: Any) -> int | None:
+        return v.position_value(value)
 
     @property
     def content_hash(self) -> str:
@@ -143,6 +156,7 @@ class MemoryPatch(_Fields):
     occurred_at: datetime | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    fact_type: str | None = None
 
     @field_validator("content", mode="before")
     @classmethod

@@ -23,8 +23,11 @@ class Memory:
     updated_at: datetime
     expires_at: datetime | None
     source: str | None
+    position: int | None = None  # order within its source (a turn, a chunk); migration 0005
     access_count: int = 0  # recalls that returned it (memory_access; not read on the recall path)
     last_accessed_at: datetime | None = None
+    topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
+    fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,8 @@ class RecallRequest:
     category: str | None = None
     tags: tuple[str, ...] = ()
     explain: bool = False
+    topics: tuple[str, ...] = ()  # only memories with at least one of these topics
+    fact_types: tuple[str, ...] = ()  # only memories of one of these fact types
 
 
 @dataclass(slots=True)

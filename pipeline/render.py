@@ -46,6 +46,10 @@ def memory_view(
         out["category"] = m.category
     if m.tags:
         out["tags"] = list(m.tags)
+    if m.topics and list(m.topics) != [m.category]:  # the first topic is usually the category
+        out["topics"] = list(m.topics)
+    if m.fact_type and m.fact_type != "world":  # world is the common case, like priority 3
+        out["fact_type"] = m.fact_type
     if m.pinned:
         out["pinned"] = True
     if m.priority != PRIORITY_DEFAULT:

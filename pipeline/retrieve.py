@@ -75,6 +75,8 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         "category": req.category,
         "tags": req.tags,
         "common_df": cfg.keyword_common_df,
+        "topics": req.topics,
+        "fact_types": req.fact_types,
     }
     early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
     preselected: list[dict[str, list]] = [{} for _ in texts]

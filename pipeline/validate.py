@@ -162,6 +162,15 @@ def tag_list(value: Any, max_tags: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def position_value(value: Any) -> int | None:
+    """A memory's place in its source (0-based), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
+        raise InvalidInput("position must be a whole number from 0 (its place in its source, e.g. a turn)")
+    return value
+
+
 def priority_value(value: Any) -> int:
     if value is None:
         return PRIORITY_DEFAULT

@@ -13,6 +13,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -175,6 +176,13 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         metadata: Annotated[
             dict[str, Any] | None, Field(description="Any JSON object; stored and returned as given.")
         ] = None,
+        fact_type: Annotated[
+            Literal["world", "experience", "opinion"] | None,
+            Field(
+                description="world: a fact about the world or others; experience: something the user or you "
+                "did or went through; opinion: a preference, belief or judgement. Omitted: classified."
+            ),
+        ] = None,
     ) -> RememberResult:
         """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
         async with engine_for_call() as eng:
@@ -189,6 +197,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "occurred_at": occurred_at,
                     "expires_at": expires_at,
                     "metadata": metadata,
+                    "fact_type": fact_type,
                     "source": "mcp",
                 }
             )
@@ -223,6 +232,13 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         ] = None,
         category: Annotated[str | None, Field(description="Only memories of this category.")] = None,
         tags: Annotated[list[str] | None, Field(description="Only memories carrying all these tags.")] = None,
+        topics: Annotated[
+            list[str] | None, Field(description="Only memories with at least one of these topics.")
+        ] = None,
+        fact_types: Annotated[
+            list[Literal["world", "experience", "opinion"]] | None,
+            Field(description="Only memories of these fact types (world, experience, opinion)."),
+        ] = None,
         explain: Annotated[
             bool,
             Field(
@@ -244,6 +260,8 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                 category=category,
                 tags=tags,
                 explain=explain,
+                topics=topics,
+                fact_types=fact_types,
             )
             sampler = sampler_for(ctx, eng.llm)
             res = await eng.recall(req, sampling=sampler, touch=sampler is None)
@@ -301,6 +319,9 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
         metadata: Annotated[
             dict[str, Any] | None, Field(description="New metadata (replaces the old object).")
         ] = None,
+        fact_type: Annotated[
+            Literal["world", "experience", "opinion"] | None, Field(description="New fact type.")
+        ] = None,
     ) -> MemoryOut:
         """Correct or refine a memory in place. Only the fields you pass change."""
         async with engine_for_call() as eng:
@@ -315,6 +336,7 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
                     "occurred_at": occurred_at,
                     "expires_at": expires_at,
                     "metadata": metadata,
+                    "fact_type": fact_type,
                 },
             )
         return MemoryOut.of(m)
@@ -333,5 +355,20 @@ def build_server(settings: Settings, *, engine: Engine | None = None) -> tuple[M
             raise ResourceError(str(e)) from None
         data["server_version"] = VERSION
         return json.dumps(data, sort_keys=True)
+
+    @server.resource(
+        "memlane://projects/{project}/categories",
+        name="categories",
+        description="A project's categories with their memory counts, key terms and summaries.",
+        mime_type="application/json",
+    )
+    async def categories(project: str) -> str:
+        try:
+            eng = await state.ready()
+            project = unquote(project)  # the URI's segment, percent-decoded
+            rows = await eng.category_summaries(project)
+        except (ToolError, MemlaneError) as e:
+            raise ResourceError(str(e)) from None
+        return json.dumps({"project": project, "categories": [s.as_dict() for s in rows]}, ensure_ascii=False)
 
     return server, state

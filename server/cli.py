@@ -1,4 +1,5 @@
-"""The ``memlane`` command: serve, remember, recall, import, export, doctor, reembed, prompts, bench."""
+"""The ``memlane`` command: serve, remember, recall, import, export, doctor, maintain, reembed, prompts,
+bench."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--occurred-at")
     s.add_argument("--expires-at")
     s.add_argument("--metadata", help="a JSON object")
+    s.add_argument("--fact-type", help="world, experience or opinion (default: classified)")
 
     s = sub.add_parser("recall", help="search memories")
     s.add_argument("query")
@@ -54,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mode", choices=["auto", "fast", "full"], help="routing (default: recall.mode)")
     s.add_argument("--category")
     s.add_argument("--tag", action="append", dest="tags")
+    s.add_argument(
+        "--topic", action="append", dest="topics", help="only memories with one of these topics; repeatable"
+    )
+    s.add_argument(
+        "--fact-type", action="append", dest="fact_types", help="world, experience or opinion; repeatable"
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--explain", action="store_true", help="show the pipeline trace")
 
@@ -73,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     psub.add_parser("list", help="every prompt and version, with its id (name@vN#sha8) and purpose")
     show = psub.add_parser("show", help="one prompt's file: NAME (newest version) or NAME@vN")
     show.add_argument("name", metavar="NAME[@VERSION]")
+    s = sub.add_parser(
+        "maintain", help="upkeep: run the maintenance tasks (idempotent, resumable, safe while servers run)"
+    )
+    s.add_argument(
+        "--task", action="append", dest="tasks", metavar="NAME", help="run only this task (repeatable)"
+    )
+    s.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    s.add_argument("--list", action="store_true", help="list the tasks and exit")
+
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 

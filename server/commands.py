@@ -17,7 +17,8 @@ from .models import MemoryOut, RememberResult
 from .settings import Settings
 
 # Fields an export line carries that import recomputes or ignores.
-EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score"}
+# ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
+EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics"}
 
 
 async def with_engine(settings: Settings, handler, args) -> int:
@@ -54,6 +55,7 @@ async def cmd_remember(engine: Engine, args) -> int:
             "occurred_at": args.occurred_at,
             "expires_at": args.expires_at,
             "metadata": metadata,
+            "fact_type": args.fact_type,
             "source": "cli",
         }
     )
@@ -72,6 +74,8 @@ async def cmd_recall(engine: Engine, args) -> int:
         category=args.category,
         tags=args.tags,
         explain=args.explain,
+        topics=args.topics,
+        fact_types=args.fact_types,
     )
     res = await engine.recall(req)
     if args.json:
@@ -161,6 +165,8 @@ async def cmd_export(engine: Engine, args) -> int:
             for m in batch:
                 d = MemoryOut.of(m).model_dump(exclude={"score"})
                 d["source"] = m.source
+                if m.position is not None:
+                    d["position"] = m.position
                 out.write(json.dumps(d, ensure_ascii=False) + "\n")
                 n += 1
     finally:
@@ -175,6 +181,34 @@ async def cmd_reembed(engine: Engine, args) -> int:
     with _progress(total, "re-embedding") as bar:
         done = await engine.reembed(batch_size=args.batch_size, progress=bar.update)
     print(json.dumps({"reembedded": done, "model": engine.embedder.model_id}))
+    return 0
+
+
+async def cmd_maintain(engine: Engine, args) -> int:
+    """Run the upkeep tasks (pipeline/maintain.py), one progress bar each on stderr; the report is
+    one JSON object on stdout."""
+    from memlane.pipeline import maintain
+
+    if args.list:
+        for task in maintain.TASKS.values():
+            print(f"{task.name}\t{task.description}")
+        return 0
+    bars: dict[str, Any] = {}
+
+    def progress(task: str, done: int, total: int | None) -> None:
+        bar = bars.get(task)
+        if bar is None:
+            bar = bars[task] = _progress(total, task)
+        if total is not None and bar.total != total:
+            bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        reports = await maintain.maintain(engine, args.tasks, dry_run=args.dry_run, progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    print(json.dumps({"dry_run": args.dry_run, "tasks": [r.as_dict() for r in reports]}))
     return 0
 
 

@@ -24,6 +24,10 @@ class MemoryOut(BaseModel):
     updated_at: str
     expires_at: str | None
     metadata: dict[str, Any]
+    topics: list[str] | None = Field(default=None, description="Best first; null until assigned.")
+    fact_type: str | None = Field(
+        default=None, description="world, experience or opinion; null until assigned."
+    )
 
     @classmethod
     def of(cls, m: Memory, score: float | None = None) -> MemoryOut:
@@ -41,6 +45,8 @@ class MemoryOut(BaseModel):
             updated_at=m.updated_at.isoformat(),
             expires_at=m.expires_at.isoformat() if m.expires_at else None,
             metadata=m.metadata,
+            topics=list(m.topics) if m.topics is not None else None,
+            fact_type=m.fact_type,
         )
 
 
@@ -83,6 +89,13 @@ class MemoryView(BaseModel):
         default=None, description="Present only when a recall spans several projects."
     )
     metadata: dict[str, Any] | SkipJsonSchema[None] = None
+    topics: list[str] | SkipJsonSchema[None] = Field(
+        default=None, description="Its topics, best first; left out when it is just the category."
+    )
+    fact_type: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="experience or opinion; left out for world (a fact about the world or others).",
+    )
     score: float | SkipJsonSchema[None] = Field(
         default=None, description="Fused relevance, higher is better (explain=true only)."
     )

@@ -8,7 +8,7 @@ from ..records import Memory
 
 MEMORY_COLUMNS = (
     "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "
-    "updated_at, expires_at, source"
+    "updated_at, expires_at, source, position, topics, fact_type"
 )
 
 
@@ -27,7 +27,10 @@ def row_to_memory(r: dict[str, Any]) -> Memory:
         updated_at=r["updated_at"],
         expires_at=r["expires_at"],
         source=r["source"],
+        position=r.get("position"),
         # Only Store.get joins the access statistics (memory_access); elsewhere they are not read.
         access_count=r.get("access_count") or 0,
         last_accessed_at=r.get("last_accessed_at"),
+        topics=tuple(r["topics"]) if r.get("topics") is not None else None,
+        fact_type=r.get("fact_type"),
     )

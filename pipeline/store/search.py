@@ -97,7 +97,9 @@ class SearchQueries:
     """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
     @staticmethod
-    def _where(project, query, k, category, tags, common_df) -> tuple[str, dict[str, Any]]:
+    def _where(
+        project, query, k, category, tags, common_df, topics=(), fact_types=()
+    ) -> tuple[str, dict[str, Any]]:
         filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
         params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
         if category is not None:
@@ -106,6 +108,12 @@ class SearchQueries:
         if tags:
             filters.append("m.tags @> %(tags)s")
             params["tags"] = list(tags)
+        if topics:  # any of them (the GIN index on topics serves &&)
+            filters.append("m.topics && %(topics)s::text[]")
+            params["topics"] = list(topics)
+        if fact_types:
+            filters.append("m.fact_type = ANY(%(fact_types)s::text[])")
+            params["fact_types"] = list(fact_types)
         return " AND ".join(filters), params
 
     async def candidates(
@@ -118,13 +126,15 @@ class SearchQueries:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         common_df: float = 0.05,
+        topics: tuple[str, ...] = (),
+        fact_types: tuple[str, ...] = (),
     ) -> list[UUID]:
         """One store arm alone: the ids of its top k. For arms that need no embedding (keyword), so
         recall runs them while the query is being embedded."""
         spec = SQL_ARMS[arm]
         if spec.needs_embedding:
             raise ValueError(f"the {arm} arm needs an embedding; use search()")
-        where, params = self._where(project, query, k, category, tags, common_df)
+        where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
         sql = (
             f"WITH {QUERY_CTES}, {spec.cte} AS ({spec.select.format(where=where)}) SELECT id FROM {spec.cte}"
         )
@@ -144,13 +154,15 @@ class SearchQueries:
         arms: tuple[str, ...] = tuple(SQL_ARMS),
         common_df: float = 0.05,
         preselected: dict[str, list[UUID]] | None = None,
+        topics: tuple[str, ...] = (),
+        fact_types: tuple[str, ...] = (),
     ) -> list[Hit]:
         """Run the store arms (each its top k; an arm in ``preselected`` already ran, through
         ``candidates``), then score every candidate of any arm on every arm that can score it:
         exact scores for the union let fusion weigh a memory that another arm ranked just outside
         its top k."""
         preselected = preselected or {}
-        where, params = self._where(project, query, k, category, tags, common_df)
+        where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         usable = {n: s for n, s in SQL_ARMS.items() if embedding is not None or not s.needs_embedding}

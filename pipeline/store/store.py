@@ -23,6 +23,7 @@ from uuid import UUID
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -35,6 +36,7 @@ from .browse import BrowseQueries
 from .handles import HandleQueries
 from .rows import MEMORY_COLUMNS, row_to_memory
 from .search import SearchQueries
+from .topics import TopicQueries, add_to_sums, upsert_topic_sums
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +83,15 @@ class StoredRow:
     occurred_at: datetime | None
     expires_at: datetime | None
     source: str | None
+    position: int | None = None
+    topics: tuple[str, ...] | None = None  # None: not assigned (topics off)
+    fact_type: str | None = None
+    # The automatic topics this row joins, with the key terms a topic gets if this row creates it:
+    # their centroids take the row's embedding when the row is created (not for a duplicate).
+    auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-class Store(SearchQueries, HandleQueries, BrowseQueries):
+class Store(SearchQueries, HandleQueries, BrowseQueries, TopicQueries):
     def __init__(
         self,
         dsn: str,
@@ -385,6 +393,8 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
             await conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
             await conn.execute("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL")
             await conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
+            # Automatic topics' centroids are sums of the old model's vectors: they start again.
+            await conn.execute("DELETE FROM memlane_topics")
             await conn.execute(
                 "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
             )
@@ -430,6 +440,8 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
                     break
             else:
                 raise StoreError("memories were deleted while this batch was being stored; retry")
+            if any(r.auto_topics for r in rows):
+                await self._add_to_topics(conn, rows, ids)
         out: list[tuple[UUID, bool]] = []
         seen: set[tuple[str, str]] = set()
         for r in rows:
@@ -459,6 +471,9 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
                         r.occurred_at,
                         r.expires_at,
                         r.source,
+                        r.position,
+                        Jsonb(list(r.topics)) if r.topics is not None else None,
+                        r.fact_type,
                     )
                     for r in rows
                 ),
@@ -467,19 +482,37 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
         )
         sql = (
             "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
-            " pinned, priority, occurred_at, expires_at, source)"
+            " pinned, priority, occurred_at, expires_at, source, position, topics, fact_type)"
             " SELECT r.project, r.content, r.content_hash, r.embedding, r.category,"
             " ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.metadata, r.pinned, r.priority,"
-            " r.occurred_at, r.expires_at, r.source"
+            " r.occurred_at, r.expires_at, r.source, r.position,"
+            " CASE WHEN r.topics IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text(r.topics)) END,"
+            " r.fact_type"
             " FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[], %s::text[], %s::jsonb[], %s::jsonb[],"
-            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[]) WITH ORDINALITY"
+            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int4[],"
+            " %s::jsonb[], %s::text[]) WITH ORDINALITY"
             " AS r(project, content, content_hash, embedding, category, tags, metadata, pinned, priority,"
-            " occurred_at, expires_at, source, ord)"
+            " occurred_at, expires_at, source, position, topics, fact_type, ord)"
             " ORDER BY r.ord"
             " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
         )
         cur = await conn.execute(sql, [list(c) for c in cols])
         return {(p, h): i for i, p, h in await cur.fetchall()}
+
+    @staticmethod
+    async def _add_to_topics(
+        conn: psycopg.AsyncConnection, rows: list[StoredRow], ids: dict[tuple[str, str], tuple[UUID, bool]]
+    ) -> None:
+        """Add the embeddings of the rows this batch created (not its duplicates) to the centroids
+        of the automatic topics they joined, creating the new ones: one UPSERT."""
+        sums: dict[tuple[str, str], list] = {}
+        seen: set[tuple[str, str]] = set()
+        for r in rows:
+            key = (r.project, r.content_hash)
+            if ids[key][1] and key not in seen and r.auto_topics:
+                seen.add(key)
+                add_to_sums(sums, r.project, r.embedding, r.auto_topics)
+        await upsert_topic_sums(conn, sums)
 
     @staticmethod
     async def _ids_of(
@@ -517,6 +550,8 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
             "expires_at",
             "metadata",
             "embedding",
+            "topics",
+            "fact_type",
         }
     )
 
@@ -549,7 +584,7 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
                     v = np.asarray(v, dtype=np.float32)
                 elif k == "metadata":
                     v = Jsonb(v)
-                elif k == "tags":
+                elif k in ("tags", "topics"):
                     v = list(v)
                 sets.append(f"{k} = %s")
                 params.append(v)
@@ -573,8 +608,11 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
 
     async def delete_projects(self, projects: list[str]) -> int:
         """Delete every memory of these projects (their statistics go with them); returns the count."""
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
             cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+            # Their automatic topics and category summaries go too (migration 0007).
+            await conn.execute("DELETE FROM memlane_topics WHERE project = ANY(%s)", (projects,))
+            await conn.execute("DELETE FROM category_summaries WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 
     async def touch(self, ids: list[UUID]) -> None:
@@ -659,6 +697,35 @@ class Store(SearchQueries, HandleQueries, BrowseQueries):
             )
             return [r[0] for r in await cur.fetchall()]
 
+    @asynccontextmanager
+    async def try_advisory_lock(self, key: int) -> AsyncIterator[bool]:
+        """Hold a session advisory lock for the block if no one else holds it; yields whether it was
+        taken (never waits). Released when the block ends, or by PostgreSQL if the process dies."""
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            [got] = await cur.fetchone()
+            try:
+                yield got
+            finally:
+                if got:
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    async def maintenance_tables(self) -> list[str]:
+        """memlane's own tables in the current schema (what ``maintain`` vacuums)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND (tablename IN ('memories', 'category_summaries') OR tablename LIKE 'memlane%%'"
+                " OR tablename LIKE 'memory%%')"
+                " ORDER BY tablename"
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def vacuum_analyse(self, table: str) -> None:
+        """VACUUM (ANALYZE) one table (pool connections are in autocommit mode, as VACUUM needs)."""
+        async with self._connection() as conn:
+            await conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+
     async def server_info(self) -> dict[str, str | None]:
         """PostgreSQL's and pgvector's versions (doctor, benchmark reports)."""
         async with self._connection() as conn:
@@ -711,6 +778,6 @@ def _read_again_once(method):
 # stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
 for _name in (
     "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
-    "resolve_id",
+    "resolve_id", "auto_topics",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))

@@ -25,6 +25,7 @@ _STAGE_NAMES = {
     "hypothetical-memory": "hyde",
     "rerank": "rerank",
     "category-matching": "category_match",
+    "summarising": "category_summary",
 }
 _STOP = {"the", "a", "an", "of", "to", "in", "on", "is", "was", "did", "do", "does", "what", "when", "who", "how",
          "why", "which", "where", "and", "or", "for", "with", "about", "my", "our", "i", "we", "you", "it"}  # fmt: skip
@@ -61,6 +62,9 @@ def canned_reply(stage: str | None, user: str) -> str:
         return "\n".join([" ".join(words), "notes about " + " ".join(words[:4])])
     if stage == "hyde":
         return f"The user mentioned {' '.join(words) or 'it'} earlier. They wrote it down as a note."
+    if stage == "category_summary":
+        m = re.search(r"<category>\s*(.*?)\s*</category>", user, re.S)
+        return f"Memories about {m.group(1) if m else 'this category'}."
     if stage == "rerank":
         n = len(re.findall(r'<memory index="\d+"', user))
         return json.dumps(list(range(1, n + 1)))

@@ -1,0 +1,162 @@
+"""``memlane maintain``: upkeep of a store, one registered task at a time.
+
+Every task is idempotent and resumable (it works in its own short transactions, so an interrupted
+run loses at most its current batch and the next run continues), reports progress, and is safe while
+servers run. Only one ``maintain`` runs per database at a time (an advisory lock); a second one is
+refused with a clear message instead of waiting.
+
+Adding a task is one function plus one line in ``TASKS``: ``run(engine, ctx)`` does the work (or,
+with ``ctx.dry_run``, only counts what it would do) and returns a summary dict for the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput, StoreError
+from .store.topics import add_to_sums
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+# pg_try_advisory_lock key of a running ``memlane maintain`` (the migration lock is another key).
+MAINTAIN_LOCK_KEY = 0x6D6C6D61  # "mlma"
+
+
+@dataclass(slots=True)
+class TaskContext:
+    dry_run: bool = False
+    # progress(task, done, total or None): called as work is done; total None when unknown.
+    progress: Callable[[str, int, int | None], None] | None = None
+    task: str = ""
+
+    def report(self, done: int, total: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress(self.task, done, total)
+
+
+TaskRunner = Callable[["Engine", TaskContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    name: str
+    description: str
+    run: TaskRunner
+
+
+@dataclass(slots=True)
+class TaskReport:
+    task: str
+    ms: float
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "ms": round(self.ms, 1), **self.summary}
+
+
+async def _analyse(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Refresh the planner's statistics and reclaim dead rows (VACUUM takes no lock that blocks
+    reads or writes)."""
+    tables = await engine.store.maintenance_tables()
+    if ctx.dry_run:
+        return {"would_vacuum": tables}
+    for i, table in enumerate(tables, 1):
+        await engine.store.vacuum_analyse(table)
+        ctx.report(i, len(tables))
+    return {"vacuumed": tables}
+
+
+BACKFILL_BATCH = 256
+
+
+async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+    """Topics and fact types for memories stored before they existed (migration 0007), then every
+    category summary with pending changes. Each batch and each summary is its own transaction, so
+    an interrupted run continues where it stopped; a second run finds nothing to do."""
+    from . import facttypes, summaries
+
+    store, topics, cfg = engine.store, engine.topics, engine.config.summaries
+    unassigned = await store.count_unassigned() if topics.enabled else 0
+    stale = await store.stale_categories(None, 0.0)
+    if ctx.dry_run:
+        return {"would_assign_topics": unassigned, "would_refresh_summaries": len(stale)}
+    assigned = skipped = 0
+    after = None
+    fixed = topics.fixed() if topics.enabled else []
+    while topics.enabled:
+        batch = await store.unassigned(after, BACKFILL_BATCH)
+        if not batch:
+            break
+        after = batch[-1]["id"]
+        updates, sums = [], {}
+        for row in batch:
+            if row["embedding"] is None:  # `memlane reembed` has not reached it yet
+                skipped += 1
+                continue
+            auto = await topics.auto_topics(store, row["project"])
+            a = topics.assign(row["content"], row["embedding"], fixed, auto)
+            add_to_sums(sums, row["project"], row["embedding"], a.auto)
+            fact = row["fact_type"] or facttypes.classify(row["content"])
+            updates.append((row["id"], list(a.topics), fact, a.topics[0] if a.topics else None))
+        try:
+            assigned += await store.assign_topics(updates, sums)
+        except BaseException:
+            topics.forget_cache()
+            raise
+        ctx.report(assigned + skipped, unassigned)
+    stale = await store.stale_categories(None, 0.0)  # the backfill may have filled categories
+    summarise = summaries.llm_summariser(engine)
+    for i, (project, category, pending) in enumerate(stale, 1):
+        await summaries.refresh(store, project, category, cfg, pending, summarise=summarise)
+        ctx.report(i, len(stale))
+    return {
+        "assigned_topics": assigned,
+        "skipped_without_embedding": skipped,
+        "refreshed_summaries": len(stale),
+    }
+
+
+# Run in this order: later tasks (vacuum) benefit from what earlier ones changed.
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task(
+            "summaries",
+            "topics and fact types for memories stored before them; refresh changed category summaries",
+            _summaries,
+        ),
+        Task("vacuum", "VACUUM (ANALYZE) memlane's tables: planner statistics and dead rows", _analyse),
+    )
+}
+
+
+def resolve(selected: list[str] | None) -> list[Task]:
+    if not selected:
+        return list(TASKS.values())
+    unknown = [n for n in selected if n not in TASKS]
+    if unknown:
+        raise InvalidInput(f"unknown maintain task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
+    return [t for name, t in TASKS.items() if name in selected]
+
+
+async def maintain(
+    engine: Engine,
+    tasks: list[str] | None = None,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> list[TaskReport]:
+    chosen = resolve(tasks)
+    async with engine.store.try_advisory_lock(MAINTAIN_LOCK_KEY) as got:
+        if not got:
+            raise StoreError("another `memlane maintain` is running on this database; wait for it to finish")
+        reports = []
+        for task in chosen:
+            started = time.monotonic()
+            summary = await task.run(engine, TaskContext(dry_run=dry_run, progress=progress, task=task.name))
+            reports.append(TaskReport(task.name, (time.monotonic() - started) * 1000, summary))
+        return reports
