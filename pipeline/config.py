@@ -84,7 +84,9 @@ class LLMStagesConfig(Section):
     synthesis: LLMStageConfig = LLMStageConfig()
     hyde: LLMStageConfig = LLMStageConfig()
     rerank: LLMStageConfig = LLMStageConfig()
-    category_match: LLMStageConfig = LLMStageConfig()
+    # stage 8's category boost by LLM: off unless enabled (one more LLM call per recall; offline the
+    # question's cosine to each category's centroid is used).
+    category_match: LLMStageConfig = LLMStageConfig(enabled=False)
     category_summary: LLMStageConfig = LLMStageConfig()  # memlane maintain --task summaries, not recall
     # remember: entities and causes links (pipeline/extract.py). Off unless enabled: one LLM call per
     # new memory is a cost a configured [llm] should not start paying silently.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from . import arms as arm_registry
 from .errors import EmbeddingFailed
@@ -170,6 +171,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     for arm in active:
         if not arm.in_store:
             out.add_list(arm.name, await arm.run(ctx, query, out))
+    _keep_admitted(out, req)
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
     if vectors and ctx.embedder.calibration is not None:
         detail["calibration"] = {"model": ctx.embedder.model_id, **ctx.embedder.calibration}
@@ -199,3 +201,29 @@ def calibrated(embedder, hits, arms: list[str]):
             if arm in h.scores:
                 h.scores[arm] = embedder.calibrate(h.scores[arm])
     return hits
+
+
+def admitted(m: Memory, req, now: datetime) -> bool:
+    """Whether a memory passes the request's filters: what the store arms' SQL says in ``_where``
+    (store/search.py), for the memories the Python arms (graph, temporal) found by other paths."""
+    if m.project != req.project or (m.expires_at is not None and m.expires_at <= now):
+        return False
+    if req.category is not None and m.category != req.category:
+        return False
+    if req.tags and not set(req.tags) <= set(m.tags):
+        return False
+    if req.topics and not set(req.topics) & set(m.topics or ()):
+        return False
+    return not (req.fact_types and m.fact_type not in req.fact_types)
+
+
+def _keep_admitted(out: Retrieved, req) -> None:
+    now = datetime.now(UTC)
+    gone = {key for key, m in out.memories.items() if not admitted(m, req, now)}
+    if not gone:
+        return
+    for key in gone:
+        out.memories.pop(key, None)
+        out.scores.pop(key, None)
+    for name, hits in out.lists.items():
+        out.lists[name] = [(m, s) for m, s in hits if str(m.id) not in gone]

@@ -26,11 +26,7 @@ async def test_position_is_stored_returned_and_validated(engine):
 async def test_maintain_runs_its_tasks_and_refuses_a_second_run(engine, database_url):
     await engine.remember({"content": "something to vacuum"})
     seen = []
-    dry = next(
-        r
-        for r in await maintain.maintain(engine, dry_run=True, progress=lambda *a: seen.append(a))
-        if r.task == "vacuum"
-    )
+    [dry] = await maintain.maintain(engine, ["vacuum"], dry_run=True, progress=lambda *a: seen.append(a))
     assert "memories" in dry.summary["would_vacuum"] and not seen
     [done] = await maintain.maintain(engine, ["vacuum"], progress=lambda *a: seen.append(a))
     assert "memories" in done.summary["vacuumed"]

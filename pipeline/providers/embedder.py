@@ -382,7 +382,7 @@ async def embed_texts(
     loaded (loading, which the server starts at launch, is not timed). A model that raises or hangs
     becomes ``EmbeddingFailed`` with the reason; a hung thread cannot be stopped, but the caller is
     answered. Nothing is written before the vectors exist, so a failure here stores nothing.
-    ``encode``: how to embed (default: as passages, what is stored; recall encodes its question as a
+    ``encode``: how to embed (default: ``embed_batch``, as passages, what is stored; recall encodes its question as a
     query)."""
     if not texts:
         return []
@@ -394,7 +394,7 @@ async def embed_texts(
         raise EmbeddingFailed(f"the embedding model could not be loaded ({type(e).__name__}: {e})") from e
     budget = timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
     try:
-        return await asyncio.wait_for(asyncio.to_thread(encode or embedder.embed_passages, texts), budget)
+        return await asyncio.wait_for(asyncio.to_thread(encode or embedder.embed_batch, texts), budget)
     except TimeoutError:
         log.error("the embedding model did not answer within %.3g s", budget)
         raise EmbeddingFailed(

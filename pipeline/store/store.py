@@ -44,6 +44,9 @@ from .upkeep import UpkeepQueries
 
 log = logging.getLogger(__name__)
 
+# pg_advisory_xact_lock(class, hashtext(project)): the writes of one project take turns (see _serialise_writes).
+WRITE_LOCK_CLASS = 0x6D6C77
+
 # A healthy pool hands out a connection in well under a millisecond; waiting longer means every
 # connection is busy or the pool cannot connect. After this long the store asks the server
 # directly (PROBE_TIMEOUT) instead of waiting out the configured timeout on a database that is gone.
@@ -430,6 +433,7 @@ class Store(
         if not rows:
             return []
         async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, [r.project for r in rows])
             if model_id is not None:
                 await self._check_model(conn, model_id)
             ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
@@ -553,6 +557,16 @@ class Store(
         return {(p, h): i for i, p, h in await cur.fetchall()}
 
     @staticmethod
+    async def _serialise_writes(conn: psycopg.AsyncConnection, projects: list[str]) -> None:
+        """Writes of one project take turns from their first statement. They take turns anyway on
+        the project's BM25 statistics row (the triggers of migration 0002), but only after their
+        UPDATE has locked the memory row; a write that then links to another memory (the graph's
+        foreign keys take a share lock on it) could wait for a writer that waits for the statistics
+        row: a deadlock. Transaction-scoped advisory locks, in name order."""
+        for project in sorted(set(projects)):
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK_CLASS, project))
+
+    @staticmethod
     async def _check_model(conn: psycopg.AsyncConnection, model_id: str) -> None:
         """Refuse vectors of another model than the recorded one. The row is share-locked until the
         write commits, so ``switch_model`` (which locks it first) cannot slip in between."""
@@ -599,12 +613,16 @@ class Store(
         if not fields:
             return await self.get(memory_id)
         async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT project FROM memories WHERE id = %s", (memory_id,))
+            found = await cur.fetchone()
+            if found is not None:
+                await self._serialise_writes(conn, [found[0]])
             if "embedding" in fields and model_id is not None:
                 await self._check_model(conn, model_id)
             fields = dict(fields)
             if "content" in fields or "occurred_at" in fields:
                 cur = await conn.execute(
-                    "SELECT content, occurred_at FROM memories WHERE id = %s FOR UPDATE", (memory_id,)
+                    "SELECT content, occurred_at FROM memories WHERE id = %s FOR NO KEY UPDATE", (memory_id,)
                 )
                 row = await cur.fetchone()
                 if row is None:
