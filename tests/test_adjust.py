@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memlane.pipeline import adjust
-from memlane.pipeline.config import AdjustConfig, DecayConfig, EngineConfig, RecallConfig
+from memlane.pipeline.config import AdjustConfig, DecayConfig, EngineConfig, RecallConfig, TopicsConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Candidate
@@ -107,8 +107,19 @@ def test_recall_decay_switch_accepts_a_boolean_or_the_table():
 
 
 def _config(engine_config: EngineConfig, **recall) -> EngineConfig:
-    merged = {**engine_config.recall.model_dump(), **recall}
-    return engine_config.model_copy(update={"recall": RecallConfig.model_validate(merged)})
+    """The factors on their own: no automatic topics (a memory's first topic would become its
+    category, and the category factor would then tell the twins apart), no graph arm (it reaches one
+    twin from the other, so their fused scores would differ), the LLM category match on."""
+    merged = {**engine_config.recall.model_dump(), "graph": "off", **recall}
+    llm = engine_config.llm.model_copy(deep=True)
+    llm.stages.category_match.enabled = True
+    return engine_config.model_copy(
+        update={
+            "recall": RecallConfig.model_validate(merged),
+            "topics": TopicsConfig(enabled=False),
+            "llm": llm,
+        }
+    )
 
 
 @pytest.fixture

@@ -41,6 +41,8 @@ async def test_purge_deletes_expired_memories_in_batches(engine, monkeypatch):
 
 
 async def test_merge_keeps_the_oldest_with_merged_fields_and_provenance(engine):
+    # Categories as the callers gave them: no automatic topic standing in for a missing category.
+    engine.config.topics.enabled = False
     old = await engine.remember(
         {
             "content": "Alice prefers tabs over spaces in Python projects",
