@@ -222,7 +222,7 @@ class Engine:
         """The projects ``principal`` may see, for queries by id; None when it may see them all."""
         if principal is None or principal.everything:
             return None
-        return access.readable_projects(principal, [p.project for p in await self.store.project_summaries()])
+        return access.readable_projects(principal, await self.project_names())
 
     async def ingest(
         self,

@@ -8,24 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import sys
 
 from memlane.pipeline.engine import Engine
 
+from ..auth import is_loopback
 from ..settings import Settings
 
 log = logging.getLogger("memlane.ui")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def refusal(host: str) -> str | None:
