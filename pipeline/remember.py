@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import numpy as np
+
 from . import facttypes
 from .config import EngineConfig, GraphConfig
 from .entities import extract
@@ -22,6 +24,36 @@ def link_settings(cfg: GraphConfig) -> LinkSettings:
         relates_to_min_similarity=cfg.relates_to_min_similarity,
         same_time_k=cfg.same_time_k,
     )
+
+
+# A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search 100).
+NEIGHBOUR_EF_SEARCH = 40
+
+
+def relates_to(
+    inputs: list[MemoryInput],
+    vectors: list[list[float]],
+    found: list[list[tuple[UUID, float]]],
+    settings: LinkSettings,
+) -> list[list[tuple[UUID | int, float]]]:
+    """Each new memory's relates_to candidates at or above the similarity floor: the stored memories
+    of its project found before the insert (``found``, best first) and the other memories of the
+    batch in its project (an int: a batch index). ``Store.insert`` keeps the earlier ones, in the
+    order ``memlane maintain`` rebuilds links by, and the best ``relates_to_k`` of them."""
+    vecs = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    unit = vecs / np.where(norms > 0, norms, 1.0)
+    sims = unit @ unit.T
+    floor = settings.relates_to_min_similarity
+    projects = np.asarray([m.project for m in inputs], dtype=object)
+    out: list[list[tuple[UUID | int, float]]] = []
+    for i, m in enumerate(inputs):
+        cands: list[tuple[UUID | int, float]] = [(mid, s) for mid, s in found[i] if s >= floor]
+        ok = (sims[i] >= floor) & (projects == m.project)
+        ok[i] = False
+        cands += [(int(j), float(sims[i, j])) for j in np.flatnonzero(ok)]
+        out.append(cands)
+    return out
 
 
 def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True) -> LinkPlan:
@@ -63,7 +95,7 @@ async def store_inputs(
     the first topic becomes the category when the caller gave none.
     ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
     already stored in its project with a cosine similarity at or above ``threshold`` (one nearest-
-    neighbour statement per project in the batch, before the insert).
+    neighbour statement per project in the batch, before the insert, shared with the links).
     ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction."""
     if vectors is None:
         try:
@@ -71,15 +103,26 @@ async def store_inputs(
         except EmbeddingFailed as e:
             raise EmbeddingFailed(f"{e}; nothing was stored") from e
     near: list[tuple[tuple[UUID, float], ...]] = [()] * len(inputs)
-    if similar is not None and similar[1] > 0 and inputs:
-        threshold, limit = similar
+    limit = similar[1] if similar is not None else 0
+    k = max(limit, links.settings.relates_to_k if links is not None else 0)
+    if k > 0 and inputs:
+        # One nearest-neighbour search per new memory, before the insert, serves both the
+        # 'similar' report and the relates_to links (pipeline/store/graph.py).
+        found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
         by_project: dict[str, list[int]] = {}
         for i, m in enumerate(inputs):
             by_project.setdefault(m.project, []).append(i)
         for project, idx in by_project.items():
-            found = await store.nearest_many(project, [vectors[i] for i in idx], limit)
-            for i, hits in zip(idx, found, strict=True):
-                near[i] = tuple((mid, round(sim, 4)) for mid, sim in hits if sim >= threshold)
+            hits = await store.nearest_many(
+                project, [vectors[i] for i in idx], k, ef_search=NEIGHBOUR_EF_SEARCH
+            )
+            for i, h in zip(idx, hits, strict=True):
+                found[i] = h
+        if limit > 0:
+            threshold = similar[0]
+            near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]
+        if links is not None and links.settings.relates_to_k > 0:
+            links.relates = relates_to(inputs, vectors, found, links.settings)
     if topics is not None and topics.enabled:
         assigned = await topics.assign_batch(store, [(m.project, m.content) for m in inputs], vectors)
         inputs = [

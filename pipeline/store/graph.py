@@ -47,6 +47,8 @@ class LinkItem:
     memory_id: UUID
     project: str
     entities: list[Entity] = field(default_factory=list)
+    # Its relates_to targets (id, similarity) when the write path found them already; None: search.
+    relates: list[tuple[UUID, float]] | None = None
 
 
 @dataclass(slots=True)
@@ -56,6 +58,9 @@ class LinkPlan:
     settings: LinkSettings
     entities: list[list[Entity]]
     chain: bool = False  # consecutive rows of the batch are a conversation: link them with ``next``
+    # Per row, its relates_to targets found before the insert (pipeline/remember.relates_to): a
+    # stored memory's id, or the index of an earlier row of the batch. None: searched in SQL.
+    relates: list[list[tuple[UUID | int, float]]] | None = None
 
 
 async def _known_full_names(conn: psycopg.AsyncConnection, items: list[LinkItem]) -> dict[str, list[Entity]]:
@@ -114,22 +119,38 @@ async def write_links(
         return {}
     ids = [it.memory_id for it in items]
     counts = {"mentions": await _write_mentions(conn, items)}
-    # A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search 100);
-    # SET LOCAL ends with the transaction.
-    await conn.execute("SET LOCAL hnsw.ef_search = 40")
-    cur = await conn.execute(
-        "INSERT INTO memory_links (src, dst, kind, weight)"
-        " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"
-        " CROSS JOIN LATERAL ("
-        "   SELECT o.id, (1 - (o.embedding <=> n.embedding))::real AS sim FROM memories o"
-        "    WHERE o.project = n.project AND o.embedding IS NOT NULL"
-        "      AND (o.created_at, o.id) < (n.created_at, n.id)"
-        "    ORDER BY o.embedding <=> n.embedding LIMIT %s) nb"
-        " WHERE n.id = ANY(%s) AND n.embedding IS NOT NULL AND nb.sim >= %s"
-        " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
-        (settings.relates_to_k, ids, settings.relates_to_min_similarity),
+    given = [it for it in items if it.relates is not None]
+    pairs = sorted(
+        {(it.memory_id, dst): w for it in given for dst, w in it.relates if dst != it.memory_id}.items()
     )
-    counts["relates_to"] = cur.rowcount
+    counts["relates_to"] = 0
+    if pairs:
+        cur = await conn.execute(
+            "INSERT INTO memory_links (src, dst, kind, weight)"
+            " SELECT u.s, u.d, 'relates_to', u.w FROM unnest(%s::uuid[], %s::uuid[], %s::real[]) AS u(s, d, w)"
+            " JOIN memories m ON m.id = u.d"  # found before the insert: skip one forgotten since
+            " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+            ([p[0][0] for p in pairs], [p[0][1] for p in pairs], [p[1] for p in pairs]),
+        )
+        counts["relates_to"] = cur.rowcount
+    search = [it.memory_id for it in items if it.relates is None]
+    if search:
+        # A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search
+        # 100); SET LOCAL ends with the transaction.
+        await conn.execute("SET LOCAL hnsw.ef_search = 40")
+        cur = await conn.execute(
+            "INSERT INTO memory_links (src, dst, kind, weight)"
+            " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"
+            " CROSS JOIN LATERAL ("
+            "   SELECT o.id, (1 - (o.embedding <=> n.embedding))::real AS sim FROM memories o"
+            "    WHERE o.project = n.project AND o.embedding IS NOT NULL"
+            "      AND (o.created_at, o.id) < (n.created_at, n.id)"
+            "    ORDER BY o.embedding <=> n.embedding LIMIT %s) nb"
+            " WHERE n.id = ANY(%s) AND n.embedding IS NOT NULL AND nb.sim >= %s"
+            " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+            (settings.relates_to_k, search, settings.relates_to_min_similarity),
+        )
+        counts["relates_to"] += cur.rowcount
     cur = await conn.execute(
         "INSERT INTO memory_links (src, dst, kind)"
         " SELECT a.id, b.id, 'next' FROM memories n"

@@ -470,8 +470,25 @@ class Store(
         conn: psycopg.AsyncConnection, rows: list[StoredRow], out: list[tuple[UUID, bool]], plan: LinkPlan
     ) -> None:
         """Entities and links of the rows this insert created (duplicates are not linked again)."""
+
+        def targets(i: int) -> list[tuple[UUID, float]] | None:
+            """Row i's relates_to links: its best candidates that came before it. A memory stored
+            before the batch did; of the batch's new rows (one created_at), the lower ids did, as
+            in the (created_at, id) order maintain rebuilds by."""
+            if plan.relates is None:
+                return None
+            me, best = out[i][0], {}
+            for t, w in plan.relates[i]:
+                if isinstance(t, int):
+                    t, new = out[t]
+                    if new and not t < me:
+                        continue
+                if t != me and w > best.get(t, -2.0):
+                    best[t] = w
+            return sorted(best.items(), key=lambda kv: -kv[1])[: plan.settings.relates_to_k]
+
         items = [
-            LinkItem(mid, r.project, plan.entities[i])
+            LinkItem(mid, r.project, plan.entities[i], targets(i))
             for i, (r, (mid, created)) in enumerate(zip(rows, out, strict=True))
             if created
         ]
