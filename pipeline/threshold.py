@@ -99,9 +99,24 @@ def _same_word(a: str, b: str) -> bool:
 
 
 def shares_word(words: frozenset[str], content: str) -> bool:
+    """Whether ``content`` has a word that ``_same_word`` pairs with one of ``words``. Only words
+    that are equal, a plural of each other or share their first four letters can pair, so each
+    word is compared with those alone (a recall asks this of every candidate)."""
     if not words:
         return False
-    return any(_same_word(w, x) for x in set(_WORD.findall(content.lower())) for w in words)
+    found = set(_WORD.findall(content.lower()))
+    by_prefix: dict[str, list[str]] = {}
+    for x in found:
+        if len(x) >= 4:
+            by_prefix.setdefault(x[:4], []).append(x)
+    for w in words:
+        if w in found or w + "s" in found or w + "es" in found:
+            return True
+        if (w.endswith("s") and w[:-1] in found) or (w.endswith("es") and w[:-2] in found):
+            return True
+        if len(w) >= 4 and any(_same_word(w, x) for x in by_prefix.get(w[:4], ())):
+            return True
+    return False
 
 
 _ANY_TIME = datetime(2000, 1, 1)  # only the phrases of the time expressions are used

@@ -13,6 +13,7 @@ from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.intent import analyse_offline
 from memlane.pipeline.records import Query
 from memlane.pipeline.retrieve import retrieve
+from memlane.pipeline.store import upkeep
 from memlane.pipeline.tokens import count_tokens
 
 pytestmark = pytest.mark.anyio
@@ -229,7 +230,43 @@ async def test_update_with_new_content_re_extracts_entities(engine, database_url
     assert mentions(database_url, m.id) == {"carol", "main.py"}
 
 
-async def test_maintain_rebuilds_emptied_graph_tables_identically(engine, database_url):
+async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, monkeypatch):
+    """Small projects are read whole and searched in numpy, large ones through HNSW: same answers
+    (on a store this small HNSW is exact), expired memories and other projects left out of both."""
+    texts = [f"note {i}: {w} about the {t} service" for i, (w, t) in
+             enumerate([(w, t) for w in ("decision", "incident", "question", "plan", "review")
+                        for t in ("billing", "search", "login", "mail", "backup", "report")])]  # fmt: skip
+    await engine.remember_many([{"content": t, "project": "near"} for t in texts])
+    expired = await engine.remember(
+        {
+            "content": "note x: decision about the billing service",
+            "project": "near",
+            "expires_at": "2001-01-01T00:00:00Z",
+        }
+    )
+    await engine.remember({"content": "note y: decision about the billing service", "project": "elsewhere"})
+    queries = engine.embedder.embed_passages(
+        ["a decision about billing", "the login incident", "mail backups"]
+    )
+    exact = await engine.store.nearest_many("near", queries, 4)
+    monkeypatch.setattr(upkeep, "EXACT_ROWS_PER_VECTOR", 0)
+    indexed = await engine.store.nearest_many("near", queries, 4, ef_search=200)
+    assert [[m for m, _ in hits] for hits in exact] == [[m for m, _ in hits] for hits in indexed]
+    for e_hits, i_hits in zip(exact, indexed, strict=True):
+        assert len(e_hits) == 4
+        assert [round(s, 4) for _, s in e_hits] == [round(s, 4) for _, s in i_hits]
+        assert [s for _, s in e_hits] == sorted((s for _, s in e_hits), reverse=True)
+        assert expired.id not in {m for m, _ in e_hits}
+    assert exact[0][0][1] > exact[0][-1][1]
+
+
+@pytest.mark.parametrize("exact_rows", [upkeep.EXACT_ROWS_PER_VECTOR, 0], ids=["exact", "index"])
+async def test_maintain_rebuilds_emptied_graph_tables_identically(
+    engine, database_url, monkeypatch, exact_rows
+):
+    # The write path finds relates_to neighbours before the insert (exactly, or through HNSW),
+    # maintain in SQL after it: both must give the same links.
+    monkeypatch.setattr(upkeep, "EXACT_ROWS_PER_VECTOR", exact_rows)
     convo = [
         {"content": f"{who}: turn {i} about the PyCon talk and node.js", "source": f"s{i // 4}", "position": i % 4,
          "occurred_at": f"2024-05-0{1 + i // 4}T10:{i:02d}:00Z"}

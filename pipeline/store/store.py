@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -51,6 +52,11 @@ WRITE_LOCK_CLASS = 0x6D6C77
 # connection is busy or the pool cannot connect. After this long the store asks the server
 # directly (PROBE_TIMEOUT) instead of waiting out the configured timeout on a database that is gone.
 ACQUIRE_WAIT = 2.0
+# A pooled connection that answered this recently is not checked again before the next call: a
+# recall takes it out of the pool up to a dozen times within a few milliseconds (store arms, graph
+# hops, scoring), and each check is a round trip. A server lost in that window is still caught,
+# by the call itself (reads are retried; a write says it was stored whole or not at all).
+CHECK_AFTER_IDLE_S = 0.25
 PROBE_TIMEOUT = 3  # seconds, libpq's connect_timeout (an integer, at least 2)
 # A server that is starting up or replaying its WAL after a crash refuses connections for a moment
 # (about 0.1-1 s for memlane's databases); wait that long rather than report it down.
@@ -126,6 +132,7 @@ class Store(
         self._down = False
         self._recovery = asyncio.Lock()
         self._in_use = 0
+        self._answered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # conn -> monotonic
         self._closing: set[asyncio.Task] = set()
 
     async def open(self) -> None:
@@ -218,8 +225,10 @@ class Store(
         lost: psycopg.Error | None = None
         try:
             yield conn
+            self._answered[conn] = time.monotonic()
         except psycopg.Error as e:
             if not (conn.broken or conn.closed or isinstance(e, _CONNECTION_ERRORS)):
+                self._answered[conn] = time.monotonic()
                 if isinstance(e, psycopg.OperationalError):  # disk full, out of memory, timeouts
                     raise StoreError(f"the database could not run this call: {_why(e)}") from e
                 raise  # the statement's own error (a unique violation...): the caller's to handle
@@ -246,11 +255,14 @@ class Store(
                     await self._recover(generation)  # the pool cannot connect: the server is gone
                     continue
                 conn = await self._wait_for_busy_pool(pool)
+            answered = self._answered.pop(conn, None)
+            if answered is not None and time.monotonic() - answered < CHECK_AFTER_IDLE_S:
+                return conn, pool, generation
             try:
-                # One round trip (measured 0.12-0.17 ms on the embedded server's socket, so ~0.4 ms
-                # per recall's three checkouts): a pooled connection may belong to a server that
-                # crashed or was restarted since it was last used; this finds out before the call
-                # runs, so even a write runs once and reports exactly.
+                # One round trip (measured 0.12-0.17 ms on the embedded server's socket): a pooled
+                # connection may belong to a server that crashed or was restarted since it was last
+                # used; this finds out before the call runs, so even a write runs once and reports
+                # exactly.
                 await conn.execute("")
             except psycopg.Error as e:
                 log.warning("a pooled database connection is dead (%s)", _why(e))

@@ -36,7 +36,7 @@ BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step also embedded bare, interleaved with the stored batches
 WARMUP_QUERIES = 5
 TARGETS = {
-    "recall_vs_floor": 3.0,  # recall p50 <= 3x floor p50, at every size
+    "recall_vs_floor": 2.0,  # recall p50 <= 2x floor p50, at every size (issue 6)
     "remember_vs_embedding": 0.7,  # remember throughput >= 0.7x raw embedding, at every size
     "growth_100k_vs_10k": 1.5,  # recall p50 at 100k <= 1.5x p50 at 10k
 }
