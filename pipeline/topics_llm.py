@@ -112,6 +112,7 @@ class TopicsLLM:
     llm: StageLLM
     topics: Topics
     timeout_s: float
+    kept_offline: int = 0  # memories this object left with their offline topics (no accepted answer)
 
     async def __call__(self, store, inputs: list, vectors, assigned: list[Assignment]) -> tuple[list, list]:
         """(inputs, assignments), refined where the LLM answered; never raises."""
@@ -119,6 +120,7 @@ class TopicsLLM:
             return await self._refine(store, inputs, vectors, assigned)
         except Exception as e:  # noqa: BLE001 - the offline assignment stands; remember goes on
             log.warning("LLM topics skipped, offline topics kept: %s", type(e).__name__)
+            self.kept_offline += len(inputs)
             return inputs, assigned
 
     async def _ask(
@@ -172,6 +174,7 @@ class TopicsLLM:
                     len(idx),
                 )
         if not answers:
+            self.kept_offline += len(inputs)
             return inputs, assigned
 
         fixed_set = set(fixed)
@@ -187,6 +190,7 @@ class TopicsLLM:
                     m = m.model_copy(update={"fact_type": kind})
             if refined is None:
                 refined = offline
+                self.kept_offline += 1
                 for name, terms in offline.auto:  # topics the offline path made count to the cap
                     if name not in existing[m.project]:
                         created[m.project].setdefault(name, terms)

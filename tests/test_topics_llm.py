@@ -382,3 +382,90 @@ async def test_live_provider_names_topics(engine_config, embedder, provider):
         assert first.fact_type == "experience" and second.fact_type == "opinion"
     finally:
         await eng.close()
+
+
+# -- measuring the LLM path on the labelled sets (memlane bench topics) ----------------------------
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+
+def _labels(name: str) -> dict[str, dict]:
+    rows = [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+    return {r["text"]: r for r in rows}
+
+
+async def test_bench_topics_scores_the_llm_path_against_the_labels(tmp_path, embedder):
+    import html
+
+    from memlane.server.bench import topicsbench
+
+    labels = _labels("topics_labelled.jsonl")
+
+    def oracle(system, user):  # answers every label, except the fact type of every fourth memory
+        texts = [html.unescape(t) for t in re.findall(r'<memory n="\d+">\n(.*?)\n</memory>', user, re.S)]
+        return _reply(
+            *(
+                (n, [labels[t]["topic"]], labels[t]["fact_type"] if n % 4 else "world")
+                for n, t in enumerate(texts, 1)
+            )
+        )
+
+    llm = ScriptedLLM()
+    llm.enqueue("topics", *[oracle] * 10)
+    settings = load(None, data_dir=tmp_path)
+    report = await topicsbench.run(
+        settings,
+        [DATA / "topics_labelled.jsonl"],
+        DATA / "topics_taxonomy.toml",
+        llm=True,
+        provider=llm,
+        embedder=embedder,
+    )
+    entry = report["files"]["topics_labelled.jsonl"]
+    calls = llm.calls_for("topics")
+    wrong_types = sum(
+        1
+        for c in calls
+        for n, t in enumerate(re.findall(r'<memory n="\d+">\n(.*?)\n</memory>', c["user"], re.S), 1)
+        if n % 4 == 0 and labels[html.unescape(t)]["fact_type"] != "world"
+    )
+    assert wrong_types > 0 and entry["memories"] == len(labels) == 80
+    assert entry["llm"]["topic"] == 1.0 and entry["llm"]["kept_offline"] == 0
+    assert entry["llm"]["fact_type"] == pytest.approx(1 - wrong_types / 80, abs=1e-4)
+    assert entry["llm"]["calls"] == len(calls) == -(-80 // batch_size(settings.llm.max_output_tokens))
+    assert entry["offline"]["topic"] < 1.0  # the offline figure is measured separately
+    assert "| topics_labelled.jsonl | 80 |" in topicsbench.markdown(report)
+
+
+async def test_bench_topics_counts_memories_the_llm_failed_as_offline(tmp_path, embedder):
+    from memlane.server.bench import topicsbench
+
+    llm = ScriptedLLM()
+    llm.enqueue("topics", *[failing("HTTP 503")] * 10)
+    report = await topicsbench.run(
+        load(None, data_dir=tmp_path),
+        [DATA / "topics_heldout.jsonl"],
+        DATA / "topics_taxonomy.toml",
+        llm=True,
+        provider=llm,
+        embedder=embedder,
+    )
+    entry = report["files"]["topics_heldout.jsonl"]
+    assert entry["llm"]["kept_offline"] == entry["memories"] == 40
+    assert {k: entry["llm"][k] for k in ("topic", "fact_type")} == entry["offline"]
+
+
+def test_bench_topics_from_the_command_line(capsys, tmp_path):
+    from memlane.server.cli import main
+
+    out = tmp_path / "topics.json"
+    files = [str(DATA / "topics_labelled.jsonl"), "--taxonomy", str(DATA / "topics_taxonomy.toml")]
+    assert main(["--data-dir", str(tmp_path), "bench", "topics", *files, "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["files"]) == {"topics_labelled.jsonl"} and "llm" not in report
+    assert "| topics_labelled.jsonl | 80 |" in capsys.readouterr().out
+    # --llm without a provider: a clear error, no figures
+    assert main(["--data-dir", str(tmp_path), "bench", "topics", *files, "--llm"]) != 0
+    assert "needs an LLM provider" in capsys.readouterr().err
+    assert main(["--data-dir", str(tmp_path), "bench", "topics", "nope.jsonl", "--taxonomy", "x.toml"]) == 2
+    assert "no such file" in capsys.readouterr().err
