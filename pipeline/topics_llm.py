@@ -126,13 +126,17 @@ class TopicsLLM:
     async def _ask(
         self, indices: list[int], inputs: list, existing: list[str], fixed: list[str]
     ) -> dict[int, tuple[tuple[str, ...], str | None]]:
-        answer = await self.llm.ask(
-            _WriteContext(timeout_s=self.timeout_s),
+        asked = self.llm.ask(
+            _WriteContext(),  # no recall deadline: this call's own bound is timeout_s
             memories=_memories([inputs[i].content for i in indices]),
             existing_topics=_names(existing),
             fixed_topics=_names(fixed),
             max_topics=str(self.topics.cfg.max_topics_per_entry),
         )
+        try:
+            answer = await asyncio.wait_for(asked, timeout=self.timeout_s)
+        except TimeoutError:
+            raise LLMError(f"no answer within {self.timeout_s:g} s") from None
         try:
             data = parse_json(answer.text)
         except LLMError:
@@ -155,9 +159,14 @@ class TopicsLLM:
             offered[p] = [r[0] for r in largest if r[0] not in fixed]
         size = batch_size(self.llm.service.cfg.max_output_tokens)
         chunks = [(p, idx[k : k + size]) for p, idx in by_project.items() for k in range(0, len(idx), size)]
-        replies = await asyncio.gather(
-            *(self._ask(idx, inputs, offered[p], fixed) for p, idx in chunks), return_exceptions=True
-        )
+        # Each call's timeout starts when it may go out: at most [llm] max_concurrency at once.
+        gate = asyncio.Semaphore(self.llm.service.cfg.max_concurrency)
+
+        async def ask(p: str, idx: list[int]):
+            async with gate:
+                return await self._ask(idx, inputs, offered[p], fixed)
+
+        replies = await asyncio.gather(*(ask(p, idx) for p, idx in chunks), return_exceptions=True)
         answers: dict[int, tuple[tuple[str, ...], str | None]] = {}
         for (_, idx), reply in zip(chunks, replies, strict=True):
             if isinstance(reply, BaseException):

@@ -198,6 +198,28 @@ async def test_large_batches_are_asked_in_chunks_with_their_own_numbers(make_eng
     assert [(await eng.get(r.id)).topics for r in results] == [("ticket review",)] * len(items)
 
 
+async def test_each_call_is_timed_from_when_it_may_go_out(engine_config, embedder):
+    """Calls past [llm] max_concurrency wait their turn without their timeout running: five
+    one-memory calls of 0.3 s, one at a time, all answer within a 1 s timeout."""
+
+    def answer(system, user):
+        return _reply((1, ["weekly sync"], "world"))
+
+    llm = ScriptedLLM(delay_s={"topics": 0.3}).enqueue("topics", *[answer] * 5)
+    cfg = _config(engine_config, timeout_s=1.0, taxonomy="auto")
+    cfg = cfg.model_copy(
+        update={"llm": cfg.llm.model_copy(update={"max_concurrency": 1, "max_output_tokens": 32})}
+    )
+    eng = Engine(cfg, embedder=embedder, llm=llm)
+    await eng.open()
+    try:
+        results = await eng.remember_many([{"content": f"Weekly sync {i} notes"} for i in range(5)])
+        assert len(llm.calls_for("topics")) == 5
+        assert [(await eng.get(r.id)).topics for r in results] == [("weekly sync",)] * 5
+    finally:
+        await eng.close()
+
+
 async def test_ingest_asks_the_topics_stage_too(make_engine):
     llm = ScriptedLLM()
     llm.enqueue(
@@ -245,6 +267,8 @@ async def test_a_failed_call_keeps_the_offline_assignment(
     assert len(llm.calls_for("topics")) == 1
     warnings = [rec.getMessage() for rec in caplog.records if rec.name == "memlane.pipeline.topics_llm"]
     assert warnings and "offline topics kept" in warnings[0]
+    if fault == "hang":
+        assert "no answer within 0.3 s" in warnings[0]
     assert all("oat milk" not in w for w in warnings)  # never the memory text
 
 
