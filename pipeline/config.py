@@ -66,7 +66,16 @@ class EmbeddingConfig(Section):
 
 
 LLMProviderName = Literal["none", "anthropic", "openai", "openai-compatible", "sampling"]
-LLM_STAGES = ("intent", "synthesis", "hyde", "rerank", "category_match", "category_summary", "extract")
+LLM_STAGES = (
+    "intent",
+    "synthesis",
+    "hyde",
+    "rerank",
+    "category_match",
+    "category_summary",
+    "extract",
+    "topics",
+)
 
 
 class LLMStageConfig(Section):
@@ -77,6 +86,18 @@ class LLMStageConfig(Section):
     provider: LLMProviderName | None = None
     model: str | None = None
     prompt_version: int | None = Field(default=None, ge=1, description="Default: the newest version.")
+
+
+class TopicsStageConfig(LLMStageConfig):
+    """``[llm.stages.topics]``: the stage's own bound on its call, which runs inside remember."""
+
+    timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=600,
+        description="Seconds one topics call (a batch of up to 20 memories) may take; past it the "
+        "memories keep their offline topics and fact types and are stored all the same.",
+    )
 
 
 class LLMStagesConfig(Section):
@@ -91,6 +112,9 @@ class LLMStagesConfig(Section):
     # remember: entities and causes links (pipeline/extract.py). Off unless enabled: one LLM call per
     # new memory is a cost a configured [llm] should not start paying silently.
     extract: LLMStageConfig = LLMStageConfig(enabled=False)
+    # remember: topic names and fact types from an LLM, refining the offline ones (pipeline/
+    # topics_llm.py). Off unless enabled: one LLM call per remembered batch (of up to 20 memories).
+    topics: TopicsStageConfig = TopicsStageConfig(enabled=False)
 
 
 class ModelPrice(Section):

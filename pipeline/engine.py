@@ -197,9 +197,16 @@ class Engine:
             timeout_s=self.config.embedding.embed_timeout_s,
             similar=(f.novelty_threshold, f.remember_similar_limit),
             links=plan,
+            topics_llm=self.topics_llm(),
         )
         await self.enrich(results, inputs)
         return results
+
+    def topics_llm(self):
+        """The topics LLM stage for the write path (pipeline/topics_llm.py), or None."""
+        from . import topics_llm
+
+        return topics_llm.for_engine(self)
 
     async def enrich(self, results: list[Remembered], inputs: list[MemoryInput]) -> None:
         """The extract stage's entities and causes links, when an LLM serves it (after the store:

@@ -11,7 +11,8 @@ prefer", "we love") makes an opinion; a first-person subject ("I", "we", "the us
 assistant", a leading "User:" speaker) with a past-tense action verb makes an experience; any other
 opinion marker ("prefers", "should", "best", "worst", "overrated") makes an opinion; everything
 else is world. The caller may set the type (``remember(fact_type=...)``, ``update``), and what the
-caller set is never reclassified. (There is no LLM classifier yet: offline cues only.)
+caller set is never reclassified. With an LLM serving the ``topics`` stage (``[llm.stages.topics]``,
+off by default), its fact type replaces the cues' answer (pipeline/topics_llm.py).
 """
 
 from __future__ import annotations

@@ -252,6 +252,7 @@ async def ingest(
             timeout_s=cfg.embedding.embed_timeout_s,
             vectors=[vec for _, _, vec in to_store],
             links=remember_path.link_plan(cfg.graph, [m for _, m, _ in to_store], chain=False),
+            topics_llm=engine.topics_llm(),
         )
         ids = [(r.id, r.status == "created") for r in stored]
         for (piece, _, _), (mid, created) in zip(to_store, ids, strict=True):

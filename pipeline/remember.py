@@ -87,6 +87,7 @@ async def store_inputs(
     similar: tuple[float, int] | None = None,
     vectors: list[list[float]] | None = None,
     links: LinkPlan | None = None,
+    topics_llm=None,  # pipeline/topics_llm.TopicsLLM: the LLM refines topics, fact types; never raises
 ) -> list[Remembered]:
     """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
     result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
@@ -125,6 +126,8 @@ async def store_inputs(
             links.relates = relates_to(inputs, vectors, found, links.settings)
     if topics is not None and topics.enabled:
         assigned = await topics.assign_batch(store, [(m.project, m.content) for m in inputs], vectors)
+        if topics_llm is not None:
+            inputs, assigned = await topics_llm(store, inputs, vectors, assigned)
         inputs = [
             m.model_copy(
                 update={

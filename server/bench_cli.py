@@ -121,6 +121,18 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=7)
     _common(p, plot=False)
 
+    p = bs.add_parser(
+        "topics", help="accuracy of topics and fact types on labelled memories (offline, or with --llm)"
+    )
+    p.add_argument("files", metavar="FILE", nargs="+", help='JSON lines {"text", "topic", "fact_type"}')
+    p.add_argument(
+        "--taxonomy", metavar="TOML", required=True, help="the fixed topics: [[custom_topics]] tables"
+    )
+    p.add_argument(
+        "--llm", action="store_true", help="also the topics LLM stage on the configured [llm] provider"
+    )
+    _common(p, plot=False)
+
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
     p.add_argument("--output", metavar="DIR", default="bench/results")
     p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
@@ -236,6 +248,20 @@ def _maintain(args, settings) -> int:
     return 0
 
 
+def _topics(args, settings) -> int:
+    from .bench import topicsbench
+
+    missing = [f for f in [*args.files, args.taxonomy] if not Path(f).is_file()]
+    if missing:
+        print(f"memlane bench topics: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        topicsbench.run(settings, [Path(f) for f in args.files], Path(args.taxonomy), llm=args.llm)
+    )
+    _write(result, topicsbench.markdown(result), args)
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[1]
@@ -287,6 +313,7 @@ def run(args, settings) -> int:
         "llm": _llm,
         "load": _load,
         "maintain": _maintain,
+        "topics": _topics,
         "all": _all,
     }
     return handlers[args.bench](args, settings)
