@@ -29,6 +29,7 @@ class MergeProbe:
 # nearest_many reads a project whole and searches it in numpy when it has at most this many memories
 # per vector searched: reading a row costs about what 1/25 of an HNSW search does (measured here).
 EXACT_ROWS_PER_VECTOR = 20
+MERGE_EF_SEARCH = 40
 
 
 def _exact_nearest(
@@ -148,7 +149,11 @@ class UpkeepQueries:
         if after is not None:
             where = "AND (created_at, id) > (%s, %s)"
             params = list(after)
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
+            # As in nearest_many: the planner would read and sort a project of a few thousand
+            # memories per probe rather than use the HNSW index; a few neighbours need a narrow scan.
+            await conn.execute("SET LOCAL enable_sort = off")
+            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(MERGE_EF_SEARCH)}")
             cur = await conn.execute(
                 "WITH b AS (SELECT id, project, created_at, embedding FROM memories"
                 f"  WHERE embedding IS NOT NULL {where} ORDER BY created_at, id LIMIT %s)"
