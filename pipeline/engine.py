@@ -188,7 +188,7 @@ class Engine:
         for m in inputs:
             access.check(principal, m.project)
         f = self.config.filter
-        plan = remember_path.link_plan(self.config.graph, inputs, chain=chain)
+        plan = remember_path.link_plan(self.config.graph, inputs, chain=chain, embedder=self.embedder)
         results = await remember_path.store_inputs(
             self.store,
             self.embedder,
@@ -417,7 +417,9 @@ class Engine:
                     self.store, current.project, fields["content"], fields["embedding"]
                 )
                 fields.setdefault("fact_type", classify_fact(fields["content"]))
-        plan = remember_path.LinkPlan(settings=remember_path.link_settings(self.config.graph), entities=[])
+        plan = remember_path.LinkPlan(
+            settings=remember_path.link_settings(self.config.graph, self.embedder), entities=[]
+        )
         return await self.store.update(mid, fields, model_id=self.embedder.model_id, links=plan)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:

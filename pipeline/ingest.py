@@ -251,7 +251,9 @@ async def ingest(
             engine.topics,
             timeout_s=cfg.embedding.embed_timeout_s,
             vectors=[vec for _, _, vec in to_store],
-            links=remember_path.link_plan(cfg.graph, [m for _, m, _ in to_store], chain=False),
+            links=remember_path.link_plan(
+                cfg.graph, [m for _, m, _ in to_store], chain=False, embedder=engine.embedder
+            ),
             topics_llm=engine.topics_llm(),
         )
         ids = [(r.id, r.status == "created") for r in stored]

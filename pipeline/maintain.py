@@ -238,7 +238,7 @@ async def _links(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
             "would_link": total,
             "would_delete_orphan_entities": await store.delete_orphan_entities(dry_run=True),
         }
-    settings = link_settings(engine.config.graph)
+    settings = link_settings(engine.config.graph, engine.embedder)
     done, counts, after = 0, {}, None
     ctx.report(0, total)
     while True:

@@ -18,10 +18,16 @@ from .store import StoredRow
 from .store.graph import LinkPlan, LinkSettings
 
 
-def link_settings(cfg: GraphConfig) -> LinkSettings:
+def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
+    """The link rules of ``[graph]``; ``relates_to_min_similarity`` is on the reference cosine scale
+    (``Embedder.calibrate``), so it is turned into ``embedder``'s raw cosine, which the stored
+    vectors give."""
+    floor = cfg.relates_to_min_similarity
+    if embedder is not None:
+        floor = embedder.uncalibrate(floor)
     return LinkSettings(
         relates_to_k=cfg.relates_to_k,
-        relates_to_min_similarity=cfg.relates_to_min_similarity,
+        relates_to_min_similarity=floor,
         same_time_k=cfg.same_time_k,
     )
 
@@ -56,7 +62,7 @@ def relates_to(
     return out
 
 
-def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True) -> LinkPlan:
+def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True, embedder=None) -> LinkPlan:
     """The graph part of a write: each memory's entities, and whether the batch is one conversation
     (it shares a source, gives no positions and has more than one memory: remembered in order)."""
     sources = {m.source for m in inputs}
@@ -68,7 +74,9 @@ def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True
         and all(m.position is None for m in inputs)
     )
     return LinkPlan(
-        settings=link_settings(cfg), entities=[extract(m.content) for m in inputs], chain=conversation
+        settings=link_settings(cfg, embedder),
+        entities=[extract(m.content) for m in inputs],
+        chain=conversation,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from . import temporal
 from .records import Memory, Query, stable_key
+from .retrieve import calibrated
 
 ARM = "temporal"
 
@@ -54,6 +55,7 @@ async def _anchor(ctx, r: temporal.TimeRange, embedding_of) -> tuple[temporal.Ti
         tags=req.tags,
         common_df=cfg.recall.keyword_common_df,
     )
+    hits = calibrated(ctx.embedder, hits, ["vector"])  # the floor is on the reference scale
     best_bm25 = max((h.scores.get("keyword", 0.0) for h in hits), default=0.0)
 
     def fused(h) -> float:
@@ -124,6 +126,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
         tags=req.tags,
         common_df=cfg.recall.keyword_common_df,
     )
+    hits = calibrated(ctx.embedder, hits, ["vector"])  # on the scale of the other arms' cosines
     # The memory an event range was anchored on is the event itself, not what happened around it:
     # it is not boosted (the other arms still find it).
     anchors = {r.anchor["id"] for r in resolved if r.anchor}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import psycopg
 import pytest
 
 from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
@@ -222,3 +223,36 @@ def test_a_symmetric_model_embeds_the_question_and_hyde_passage_in_one_batch(min
     monkeypatch.setattr(minilm, "_embed", lambda texts: batches.append(list(texts)) or real(texts))
     vectors = embed(minilm, ["who adopted a dog?"], "Caroline adopted a dog named Max.")
     assert batches == [["who adopted a dog?", "Caroline adopted a dog named Max."]] and len(vectors) == 2
+
+
+def test_uncalibrate_inverts_calibrate(minilm, e5):
+    assert minilm.uncalibrate(0.5) == 0.5
+    for c in (0.2, 0.5, 0.9):
+        assert e5.calibrate(e5.uncalibrate(c)) == pytest.approx(c)
+    assert e5.uncalibrate(0.5) > 0.5  # e5's raw cosines sit higher
+
+
+@pytest.mark.parametrize("model", ["minilm", "e5"])
+async def test_relates_to_links_follow_the_reference_scale_with_either_model(
+    model, request, database_url, tmp_path
+):
+    """graph.relates_to_min_similarity is on the reference scale: unrelated memories are not linked
+    even by a model whose raw cosines for unrelated text are high (e5: ~0.74); related ones are."""
+    emb = request.getfixturevalue(model)
+    eng = Engine(config(database_url, tmp_path), embedder=emb)
+    await eng.open()
+    try:
+        done = await eng.remember_many(
+            [
+                {"content": "The user prefers Neovim with the gruvbox theme for editing code."},
+                {"content": "Caroline adopted a rescue dog named Max in March."},
+                {"content": "Billing invoices are stored in PostgreSQL, chosen for JSONB support."},
+                {"content": "The billing service keeps its invoices in PostgreSQL because of JSONB."},
+            ]
+        )
+        with psycopg.connect(database_url) as conn:
+            pairs = conn.execute("SELECT src, dst FROM memory_links WHERE kind = 'relates_to'").fetchall()
+        assert {(a, b) for a, b in pairs} <= {(done[3].id, done[2].id), (done[2].id, done[3].id)}
+        assert len(pairs) == 1
+    finally:
+        await eng.close()

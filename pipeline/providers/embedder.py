@@ -113,6 +113,14 @@ class Embedder(ABC):
         scaled = REFERENCE_UNRELATED + (cosine - u) * (1.0 - REFERENCE_UNRELATED) / (1.0 - u)
         return float(max(-1.0, min(1.0, scaled)))
 
+    def uncalibrate(self, cosine: float) -> float:
+        """The raw cosine of this model that ``calibrate`` maps to ``cosine`` (a floor on the
+        reference scale, turned into one for this model's stored vectors)."""
+        u = self.unrelated_cosine
+        if u is None:
+            return cosine
+        return u + (cosine - REFERENCE_UNRELATED) * (1.0 - u) / (1.0 - REFERENCE_UNRELATED)
+
     @property
     def calibration(self) -> dict | None:
         """What ``calibrate`` does, for traces and stats (None: nothing)."""
