@@ -98,6 +98,22 @@ async def engine(engine_config, embedder):
 
 
 @pytest.fixture
+async def open_engine(embedder):
+    """Opens engines on configs of the test's own (and an optional LLM); all closed after it."""
+    opened: list[Engine] = []
+
+    async def _open(cfg: EngineConfig, llm=None) -> Engine:
+        eng = Engine(cfg, embedder=embedder, llm=llm)
+        await eng.open()
+        opened.append(eng)
+        return eng
+
+    yield _open
+    for eng in opened:
+        await eng.close()
+
+
+@pytest.fixture
 def settings(database_url, tmp_path) -> Settings:
     return Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url))
 

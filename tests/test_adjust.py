@@ -123,18 +123,11 @@ def _config(engine_config: EngineConfig, **recall) -> EngineConfig:
 
 
 @pytest.fixture
-async def make_engine(engine_config, embedder):
-    opened: list[Engine] = []
-
+def make_engine(engine_config, open_engine):
     async def _make(llm=None, **recall) -> Engine:
-        eng = Engine(_config(engine_config, **recall), embedder=embedder, llm=llm)
-        await eng.open()
-        opened.append(eng)
-        return eng
+        return await open_engine(_config(engine_config, **recall), llm)
 
-    yield _make
-    for eng in opened:
-        await eng.close()
+    return _make
 
 
 async def _ranked(eng: Engine, query: str, **kw) -> list[Candidate]:

@@ -60,18 +60,11 @@ async def _offline(engine_config, embedder, database_url, content: str, **topics
 
 
 @pytest.fixture
-async def make_engine(engine_config, embedder):
-    made: list[Engine] = []
-
+def make_engine(engine_config, open_engine):
     async def make(llm: ScriptedLLM, **kw) -> Engine:
-        eng = Engine(_config(engine_config, **kw), embedder=embedder, llm=llm)
-        await eng.open()
-        made.append(eng)
-        return eng
+        return await open_engine(_config(engine_config, **kw), llm)
 
-    yield make
-    for eng in made:
-        await eng.close()
+    return make
 
 
 # -- the LLM's answer is used ---------------------------------------------------------------------
