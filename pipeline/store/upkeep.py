@@ -29,6 +29,8 @@ class MergeProbe:
 # nearest_many reads a project whole and searches it in numpy when it has at most this many memories
 # per vector searched: reading a row costs about what 1/25 of an HNSW search does (measured here).
 EXACT_ROWS_PER_VECTOR = 20
+# ... and forces the HNSW index only for a project holding at least this share of all memories.
+HNSW_MIN_SHARE = 0.02
 MERGE_EF_SEARCH = 40
 
 
@@ -64,19 +66,26 @@ class UpkeepQueries:
         Two ways, whichever reads less: a project with at most ``EXACT_ROWS_PER_VECTOR`` memories per
         vector of the batch is read whole and searched exactly in numpy (a bulk remember into a
         project of a few thousand memories); otherwise one statement runs a LATERAL HNSW scan per
-        vector, the index forced (PostgreSQL's planner prices pgvector's index scan above reading a
-        project of a few thousand rows and sorting them, which costs ~8x more per vector here) with
-        ``ef_search`` (None: the session's) for a few neighbours."""
+        vector with ``ef_search`` (None: the session's) for a few neighbours. The index is forced
+        for a project of at least ``HNSW_MIN_SHARE`` of the store: PostgreSQL's planner prices
+        pgvector's index scan above reading a project of a few thousand rows and sorting them,
+        which costs ~8x more per vector here. A smaller share is left to the planner."""
         if not embeddings or k < 1:
             return [[] for _ in embeddings]
         queries = np.asarray(embeddings, dtype=np.float32)
+        exact_rows = EXACT_ROWS_PER_VECTOR * len(embeddings)
         async with self._connection() as conn, conn.transaction():
             cur = await conn.execute(
+                "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memories'::regclass"
+            )
+            [table] = await cur.fetchone()
+            selective = int(table * HNSW_MIN_SHARE)
+            cur = await conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM memories WHERE project = %s LIMIT %s) t",
-                (project, EXACT_ROWS_PER_VECTOR * len(embeddings) + 1),
+                (project, max(exact_rows, selective) + 1),
             )
             [size] = await cur.fetchone()
-            if size <= EXACT_ROWS_PER_VECTOR * len(embeddings):
+            if size <= exact_rows:
                 async with conn.cursor(binary=True) as bcur:  # vectors as bytes, not decimal text
                     await bcur.execute(
                         "SELECT id, embedding FROM memories WHERE project = %s AND embedding IS NOT NULL"
@@ -85,7 +94,10 @@ class UpkeepQueries:
                     )
                     rows = await bcur.fetchall()
                 return _exact_nearest(queries, rows, k)
-            await conn.execute("SET LOCAL enable_sort = off")
+            if size > selective:
+                # The index, forced; not for a project this small a share of the store, where an
+                # HNSW scan filtered on the project would read most of the index to find k.
+                await conn.execute("SET LOCAL enable_sort = off")
             if ef_search is not None:
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             cur = await conn.execute(
