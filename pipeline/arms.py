@@ -98,7 +98,7 @@ GRAPH = Arm(
     # Activation that reached the memory, in the unit of the entry points' (fused score / best),
     # capped at 1: a weak neighbour adds little, whatever the query's best graph hit is.
     normalise="none",
-    default_weight=1.0,
+    default_weight=0.5,
     run=_graph,
     description="spreading activation (or meta-path forward push) over entity and memory links "
     "from the other arms' best hits and the question's entities (pipeline/graph.py)",

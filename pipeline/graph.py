@@ -28,8 +28,8 @@ activation (fused score over the best, in [0, 1]), a question entity with 1, and
 the activation that reached it, capped at 1. So a neighbour of a weak entry point gets less than a
 neighbour of a strong one, a memory several paths agree on gets more than one reached once, and
 the graph adds its full weight (``recall.arm_weights.graph``) only for full-strength evidence, not
-for whatever is this query's best graph hit. An entry point keeps its share of its own activation
-on each path it is pushed from, so the best hits keep their lead over their neighbours.
+for whatever is this query's best graph hit. An entry point scores only what other entry points
+push to it.
 
 The arm scores only its own hits. Hits the store arms did not return are scored on them exactly
 (``Store.search`` with the ids), so fusion and the relevance floor treat them like any candidate.
@@ -212,7 +212,7 @@ async def mpfp(
         # node -> where its mass came from (an entry point or a question entity) -> mass
         residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
         settled: dict[Any, float] = defaultdict(float)
-        for step in path:
+        for i, step in enumerate(path):
             if step == "member" and name == "entity":  # the question's entities join the entity step
                 for e in query_entities:
                     residual.setdefault(("e", e), {})[("e", e)] = 1.0
@@ -228,8 +228,10 @@ async def mpfp(
             out = await _hop(loader, step, frontier)
             nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
             for node, origins in frontier.items():
-                # Each node pushed from keeps PUSH_ALPHA of its mass, the entry points included.
-                settled[node] += PUSH_ALPHA * sum(origins.values())
+                # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its
+                # own (its fused score already counts it): the graph scores what reached a memory.
+                keep = PUSH_ALPHA if i > 0 else 0.0
+                settled[node] += keep * sum(origins.values())
                 edges = out.get(node, [])
                 norm = sum(w for _, w in edges)
                 if norm <= 0:
@@ -237,7 +239,7 @@ async def mpfp(
                 for origin, r in origins.items():
                     for nb, w in edges:
                         if nb != origin:  # a path back to where it started says nothing about it
-                            nxt[nb][origin] += (1 - PUSH_ALPHA) * r * w / norm
+                            nxt[nb][origin] += (1 - keep) * r * w / norm
             residual = nxt
         for node, origins in residual.items():
             settled[node] += sum(origins.values())

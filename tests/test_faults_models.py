@@ -13,7 +13,7 @@ from conftest import free_port
 from mcp import Client
 from test_hostile_input import dump
 
-from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, LLMConfig
+from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, LLMConfig, RecallConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedder import Embedder
@@ -64,6 +64,9 @@ async def faulty(database_url, tmp_path, embedder):
         data_dir=tmp_path,
         database=DatabaseConfig(url=database_url),
         embedding=EmbeddingConfig(embed_timeout_s=HANG_LIMIT),
+        # The keyword arm alone is what answers while the model is down; the graph arm would push the
+        # best keyword hit's activation on to its neighbour in this tiny store.
+        recall=RecallConfig(graph="off"),
     )
     eng = Engine(cfg.engine(), embedder=emb)
     await eng.open()

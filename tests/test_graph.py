@@ -527,35 +527,48 @@ async def chained_store(engine_config, embedder):
 
 async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_config, embedder):
     eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, embedder)
+    strong, weak = 0.8, 0.25
     try:
         loader = graph._Loader(eng.store, "default", eng.config.graph)
-        scores, info = await graph.mpfp(loader, {a1: 1.0, b0: 0.25}, {}, 100, eng.config.graph)
+        scores, info = await graph.mpfp(loader, {a1: strong, b0: weak}, {}, 100, eng.config.graph)
     finally:
         await eng.close()
-    alpha, paths = graph.PUSH_ALPHA, len(graph.META_PATHS)
-    assert info["paths"] == {"entity": 3, "relates_to": 2, "next": 5, "next2": 6}
-    # a1 keeps alpha of its activation and splits the rest between its neighbours; on next2 each of
-    # them keeps alpha of that and passes the rest on, never back to a1: a3 is two hops away.
-    assert scores[a0] == pytest.approx((1 - alpha) * 0.5 * (1 + alpha))
-    assert scores[a3] == pytest.approx((1 - alpha) ** 2 * 0.5 * 0.5)
+    alpha = graph.PUSH_ALPHA
+    assert info["paths"] == {"entity": 1, "next": 3, "next2": 4}
+    # a1's activation splits between its two neighbours; on next2 each of them keeps alpha of its
+    # share and passes the rest on, never back to a1: a3 is two hops away.
+    assert scores[a0] == pytest.approx(strong / 2 * (1 + alpha))
+    assert scores[a3] == pytest.approx((1 - alpha) * strong / 4)
     # a2 is also reached through the name it shares with a1: two kinds of path agree, it gets more.
-    assert scores[a2] == pytest.approx(scores[a0] + (1 - alpha) ** 2 * 0.5)
+    assert scores[a2] == pytest.approx(scores[a0] + (1 - alpha) * strong / 2)
     assert scores[a2] > scores[a0] > scores[a3]
     # The only neighbour of a weak entry point gets that entry point's activation, not the full scale.
-    assert scores[b1] == pytest.approx((1 - alpha) * 0.25 * (1 + alpha))
+    assert scores[b1] == pytest.approx(weak * (1 + alpha))
     assert scores[b1] < scores[a0]
-    # An entry point holds its own share on each path, not what comes back to it along a path.
-    assert scores[a1] == pytest.approx(paths * alpha)
-    assert scores[b0] == pytest.approx(paths * alpha * 0.25)
+    # Nothing comes back to an entry point along a path it started.
+    assert a1 not in scores and b0 not in scores
     assert all(0.0 < s <= 1.0 for s in scores.values())
 
 
 async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_query(
     engine_config, embedder
 ):
-    eng, ids = await chained_store(engine_config, embedder)
+    """A small store linked by one name only: the graph's one hit is a weak one."""
+    cfg = engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
+    eng = Engine(cfg, embedder=embedder)
+    await eng.open()
     try:
-        req = eng.recall_request("a weak entry point")
+        await eng.remember_many(
+            [
+                {"content": "We decided with Priya that releases go out on Tuesdays"},
+                {"content": "We decided to move the billing API to PostgreSQL 16"},
+                {"content": "We decided to drop the Redis cache for user sessions"},
+                {"content": "Priya joined the platform team as tech lead"},
+                {"content": "Sam is allergic to peanuts"},
+            ],
+            chain=False,
+        )
+        req = eng.recall_request("What did we decide?")
         ctx = RecallContext(config=eng.config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
         retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
     finally:
