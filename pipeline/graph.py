@@ -23,9 +23,9 @@ Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``grap
   link weights, never back to the entry point (or question entity) the mass came from. A memory's
   score is the mass it holds, summed over the paths.
 
-The scale, the same for both algorithms (fusion uses it as it is, ``normalise = "none"``): an entry point enters with its
-activation (fused score over the best, in [0, 1]), a question entity with 1, and a memory's score is
-the activation that reached it, capped at 1. So a neighbour of a weak entry point gets less than a
+The scale, the same for both algorithms (fusion uses it as it is, ``normalise = "none"``): an
+entry point enters with its activation (fused score over the best, in [0, 1]), a question entity
+with 1, and a memory's score is the activation that reached it, capped at 1. So a neighbour of a weak entry point gets less than a
 neighbour of a strong one, a memory several paths agree on gets more than one reached once, and
 the graph adds its full weight (``recall.arm_weights.graph``) only for full-strength evidence, not
 for whatever is this query's best graph hit. An entry point scores only what other entry points
