@@ -95,7 +95,9 @@ GRAPH = Arm(
     "graph",
     needs=frozenset({"entry_points"}),
     exact=False,
-    normalise="max",  # activation has no fixed scale: 1.0 is this query's most activated memory
+    # Activation that reached the memory, in the unit of the entry points' (fused score / best),
+    # capped at 1: a weak neighbour adds little, whatever the query's best graph hit is.
+    normalise="none",
     default_weight=0.5,
     run=_graph,
     description="spreading activation (or meta-path forward push) over entity and memory links "

@@ -18,8 +18,18 @@ Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``grap
   scores too.
 - ``mpfp``: meta-path forward push. For each typed path (memory -> entity -> memory,
   memory -relates_to-> memory, memory -next/previous-> memory, twice), a forward push from the entry
-  points along the path's link types, edges loaded per hop for the frontier only; each path's
-  ranking is fused by reciprocal rank.
+  points along the path's link types, edges loaded per hop for the frontier only: each node pushed
+  from keeps ``PUSH_ALPHA`` of its mass and passes the rest to its neighbours in proportion to the
+  link weights, never back to the entry point (or question entity) the mass came from. A memory's
+  score is the mass it holds, summed over the paths.
+
+The scale, the same for both algorithms (fusion uses it as it is, ``normalise = "none"``): an
+entry point enters with its activation (fused score over the best, in [0, 1]), a question entity
+with 1, and a memory's score is the activation that reached it, capped at 1. So a neighbour of a weak entry point gets less than a
+neighbour of a strong one, a memory several paths agree on gets more than one reached once, and
+the graph adds its full weight (``recall.arm_weights.graph``) only for full-strength evidence, not
+for whatever is this query's best graph hit. An entry point scores only what other entry points
+push to it.
 
 The arm scores only its own hits. Hits the store arms did not return are scored on them exactly
 (``Store.search`` with the ids), so fusion and the relevance floor treat them like any candidate.
@@ -191,53 +201,57 @@ async def _hop(loader: _Loader, step: str, frontier: dict) -> dict[Any, list[tup
 async def mpfp(
     loader: _Loader, seeds: dict[UUID, float], query_entities: dict[int, str], budget: int, cfg
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
-    """Forward push along each meta-path from the entry points; the paths' rankings fused by RRF."""
-    total = sum(seeds.values()) or 1.0
-    start = {m: a / total for m, a in seeds.items()}
-    rankings: dict[str, list[UUID]] = {}
+    """Forward push along each meta-path from the entry points (each with its activation, the
+    question's entities with 1), summed over the paths and capped at 1: a memory's score is the
+    activation that reached it, in the unit of the activation that entered the graph."""
+    masses: dict[str, dict[UUID, float]] = {}
     expanded = 0
     # The budget is shared by every step of every path, in equal parts.
     per_step = max(1, budget // sum(len(p) for p in META_PATHS.values()))
     for name, path in META_PATHS.items():
-        residual: dict[Any, float] = dict(start)
+        # node -> where its mass came from (an entry point or a question entity) -> mass
+        residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
         settled: dict[Any, float] = defaultdict(float)
         for i, step in enumerate(path):
             if step == "member" and name == "entity":  # the question's entities join the entity step
                 for e in query_entities:
-                    residual[("e", e)] = residual.get(("e", e), 0.0) + 1.0 / len(query_entities)
+                    residual.setdefault(("e", e), {})[("e", e)] = 1.0
             room = min(per_step, budget - expanded)
-            ranked = sorted(residual.items(), key=lambda kv: (-kv[1], str(kv[0])))
-            frontier = {n: r for n, r in ranked[: max(room, 0)] if r > PUSH_EPSILON}
+            totals = sorted(
+                ((n, sum(o.values())) for n, o in residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
+            )
+            frontier = {n: residual[n] for n, r in totals[: max(room, 0)] if r > PUSH_EPSILON}
             if not frontier:
                 residual = {}
                 continue  # (the entity path's second step may still start from the question's entities)
             expanded += len(frontier)
             out = await _hop(loader, step, frontier)
-            nxt: dict[Any, float] = defaultdict(float)
-            for node, r in frontier.items():
-                if i > 0:
-                    settled[node] += PUSH_ALPHA * r
+            nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
+            for node, origins in frontier.items():
+                # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its
+                # own (its fused score already counts it): the graph scores what reached a memory.
+                keep = PUSH_ALPHA if i > 0 else 0.0
+                settled[node] += keep * sum(origins.values())
                 edges = out.get(node, [])
                 norm = sum(w for _, w in edges)
                 if norm <= 0:
                     continue
-                share = (1 - PUSH_ALPHA) * r if i > 0 else r
-                for nb, w in edges:
-                    nxt[nb] += share * w / norm
+                for origin, r in origins.items():
+                    for nb, w in edges:
+                        if nb != origin:  # a path back to where it started says nothing about it
+                            nxt[nb][origin] += (1 - keep) * r * w / norm
             residual = nxt
-        for node, r in residual.items():
-            settled[node] += r
-        ranked = sorted(
-            ((n, v) for n, v in settled.items() if isinstance(n, UUID) and v > 0),
-            key=lambda kv: (-kv[1], str(kv[0])),
-        )
-        if ranked:
-            rankings[name] = [n for n, _ in ranked]
-    fused: dict[UUID, float] = defaultdict(float)
-    for ranked in rankings.values():
-        for rank, n in enumerate(ranked, 1):
-            fused[n] += 1.0 / (60 + rank)
-    return dict(fused), {"paths": {k: len(v) for k, v in rankings.items()}, "expanded": expanded}
+        for node, origins in residual.items():
+            settled[node] += sum(origins.values())
+        reached = {n: v for n, v in settled.items() if isinstance(n, UUID) and v > 0}
+        if reached:
+            masses[name] = reached
+    total: dict[UUID, float] = defaultdict(float)
+    for reached in masses.values():
+        for n, v in reached.items():
+            total[n] += v
+    scores = {n: min(v, 1.0) for n, v in total.items()}
+    return scores, {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
 
 
 def _utc_now() -> datetime:
@@ -279,6 +293,7 @@ async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
         return []
     algorithm = mpfp if method == "mpfp" else spreading_activation
     scores, info = await algorithm(loader, seeds, query_entities, budget, cfg)
+    scores = {m: min(v, 1.0) for m, v in scores.items()}  # activation received can add up past 1
     detail.update(info)
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], str(kv[0])))[:limit]

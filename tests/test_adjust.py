@@ -108,9 +108,10 @@ def test_recall_decay_switch_accepts_a_boolean_or_the_table():
 
 def _config(engine_config: EngineConfig, **recall) -> EngineConfig:
     """The factors on their own: no automatic topics (a memory's first topic would become its
-    category, and the category factor would then tell the twins apart), no graph arm (it reaches one
-    twin from the other, so their fused scores would differ), the LLM category match on."""
-    merged = {**engine_config.recall.model_dump(), "graph": "off", **recall}
+    category, and the category factor would then tell the twins apart), the LLM category match on.
+    The graph arm stays on: each twin reaches the other with the same activation, so it adds the
+    same to both."""
+    merged = {**engine_config.recall.model_dump(), **recall}
     llm = engine_config.llm.model_copy(deep=True)
     llm.stages.category_match.enabled = True
     return engine_config.model_copy(

@@ -64,8 +64,8 @@ async def faulty(database_url, tmp_path, embedder):
         data_dir=tmp_path,
         database=DatabaseConfig(url=database_url),
         embedding=EmbeddingConfig(embed_timeout_s=HANG_LIMIT),
-        # The keyword arm alone is what answers while the model is down; the graph arm's neighbours
-        # (max-normalised, see the README) would reorder this tiny store.
+        # The keyword arm alone is what answers while the model is down; the graph arm would push the
+        # best keyword hit's activation on to its neighbour in this tiny store.
         recall=RecallConfig(graph="off"),
     )
     eng = Engine(cfg.engine(), embedder=emb)

@@ -4,12 +4,13 @@ PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph ar
 import psycopg
 import pytest
 
-from memlane.pipeline import entities, maintain, render
+from memlane.pipeline import entities, graph, maintain, render
 from memlane.pipeline.config import GraphConfig, LLMStageConfig
 from memlane.pipeline.context import RecallContext
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.entities import Entity, extract, normalise, resolve_aliases
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.fuse import score_fusion
 from memlane.pipeline.intent import analyse_offline
 from memlane.pipeline.records import Query
 from memlane.pipeline.retrieve import retrieve
@@ -539,3 +540,85 @@ def test_extract_replies_are_checked():
     assert pairs == [(b, me), (me, a)]
     with pytest.raises(LLMError):
         parse_reply(["not", "an", "object"], [], me)
+
+
+# -- the graph arm's scale ---------------------------------------------------------------------------
+
+
+async def chained_store(engine_config, embedder):
+    """Two conversations, linked by next/previous and one name only (no similarity or same-day links)."""
+    cfg = engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
+    eng = Engine(cfg, embedder=embedder)
+    await eng.open()
+    turns = [
+        ("s1", 0, "the first turn, about painting"),
+        ("s1", 1, "the second turn, where Zephyrine speaks"),
+        ("s1", 2, "the third turn, Zephyrine again on gardening"),
+        ("s1", 3, "the fourth turn, about cooking"),
+        ("s2", 0, "a weak entry point"),
+        ("s2", 1, "its only neighbour"),
+    ]
+    done = await eng.remember_many([{"content": c, "source": s, "position": p} for s, p, c in turns])
+    return eng, [r.id for r in done]
+
+
+async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_config, embedder):
+    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, embedder)
+    strong, weak = 0.8, 0.25
+    try:
+        loader = graph._Loader(eng.store, "default", eng.config.graph)
+        scores, info = await graph.mpfp(loader, {a1: strong, b0: weak}, {}, 100, eng.config.graph)
+    finally:
+        await eng.close()
+    alpha = graph.PUSH_ALPHA
+    assert info["paths"] == {"entity": 1, "next": 3, "next2": 4}
+    # a1's activation splits between its two neighbours; on next2 each of them keeps alpha of its
+    # share and passes the rest on, never back to a1: a3 is two hops away.
+    assert scores[a0] == pytest.approx(strong / 2 * (1 + alpha))
+    assert scores[a3] == pytest.approx((1 - alpha) * strong / 4)
+    # a2 is also reached through the name it shares with a1: two kinds of path agree, it gets more.
+    assert scores[a2] == pytest.approx(scores[a0] + (1 - alpha) * strong / 2)
+    assert scores[a2] > scores[a0] > scores[a3]
+    # The only neighbour of a weak entry point gets that entry point's activation, not the full scale.
+    assert scores[b1] == pytest.approx(weak * (1 + alpha))
+    assert scores[b1] < scores[a0]
+    # Nothing comes back to an entry point along a path it started.
+    assert a1 not in scores and b0 not in scores
+    assert all(0.0 < s <= 1.0 for s in scores.values())
+
+
+async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_query(
+    engine_config, embedder
+):
+    """A small store linked by one name only: the graph's one hit is a weak one."""
+    cfg = engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
+    eng = Engine(cfg, embedder=embedder)
+    await eng.open()
+    try:
+        await eng.remember_many(
+            [
+                {"content": "We decided with Priya that releases go out on Tuesdays"},
+                {"content": "We decided to move the billing API to PostgreSQL 16"},
+                {"content": "We decided to drop the Redis cache for user sessions"},
+                {"content": "Priya joined the platform team as tech lead"},
+                {"content": "Sam is allergic to peanuts"},
+            ],
+            chain=False,
+        )
+        req = eng.recall_request("What did we decide?")
+        ctx = RecallContext(config=eng.config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
+        retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
+    finally:
+        await eng.close()
+    weights = eng.config.recall.arm_weights
+    fused = {c.memory.id: c for c in score_fusion(retrieved, weights)}
+    graph_scores = {m.id: s for m, s in retrieved.lists["graph"]}
+    assert graph_scores and all(0.0 < s <= 1.0 for s in graph_scores.values())
+    best = max(graph_scores.values())
+    assert best < 1.0  # weak evidence: even this query's best graph hit is not worth the full weight
+    best_keyword = max(s.get("keyword", 0.0) for s in retrieved.scores.values())
+    for mid, g in graph_scores.items():
+        s = retrieved.scores[str(mid)]
+        keyword = s.get("keyword", 0.0) / best_keyword if best_keyword > 0 else 0.0
+        expected = weights["vector"] * s.get("vector", 0.0) + weights["keyword"] * keyword
+        assert fused[mid].score == pytest.approx(expected + weights["graph"] * g)

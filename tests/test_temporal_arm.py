@@ -55,9 +55,7 @@ def contents(res) -> list[str]:
 
 async def test_last_week_puts_the_decision_of_last_week_first(engine):
     await store(engine)
-    # The arms this test is about (the graph arm, max-normalised, lets a single weak hit of its own
-    # outweigh the range here: see the README's note on the graph arm's normalisation).
-    res = await ask(engine, "What did we decide last week?", arms=("vector", "keyword", "temporal"))
+    res = await ask(engine, "What did we decide last week?")
     assert contents(res)[0] == "We decided to move the billing API to PostgreSQL 16"
     st = stages(res)
     note = st["retrieval"].detail["temporal"]
