@@ -327,4 +327,6 @@ async def _score_on_store_arms(ctx, query, retrieved, ids: list[UUID]) -> None:
         preselected={arms[0]: ids},
         common_df=ctx.config.recall.keyword_common_df,
     )
-    retrieved.add_scores(hits)
+    from .retrieve import calibrated
+
+    retrieved.add_scores(calibrated(ctx.embedder, hits, ["vector"]))  # on the store arms' scale
