@@ -256,3 +256,32 @@ async def test_relates_to_links_follow_the_reference_scale_with_either_model(
         assert len(pairs) == 1
     finally:
         await eng.close()
+
+
+async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_found(e5, database_url, tmp_path):
+    """Memories only the graph arm found get their exact cosine from the store afterwards: it must be
+    calibrated like the vector arm's own hits (raw e5 cosines sit above every calibrated one)."""
+    cfg = config(database_url, tmp_path)
+    cfg = cfg.model_copy(update={"recall": cfg.recall.model_copy(update={"candidates_per_arm": 2})})
+    eng = Engine(cfg, embedder=e5)
+    await eng.open()
+    try:
+        turns = [
+            "Dana: I moved the billing service to PostgreSQL last month.",
+            "Sam: Why did you move it?",
+            "Dana: Mostly for JSONB and the better planner.",
+            "Sam: Did the invoices migrate cleanly?",
+            "Dana: Two invoices had broken totals, fixed by hand.",
+            "Sam: I will bake bread this weekend.",
+        ]
+        await eng.remember_many([{"content": t, "source": "chat-1"} for t in turns])
+        question = "Why did Dana move billing to PostgreSQL?"
+        res = await eng.recall(eng.recall_request(question, limit=10), touch=False)
+        retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+        assert retrieval.detail["graph"]["new_hits"] >= 1
+        q = e5.embed_query(question)
+        for c in res.ranked:
+            raw = float(np.dot(q, e5.embed_passages([c.memory.content])[0]))
+            assert c.arm_scores["vector"] == pytest.approx(e5.calibrate(raw), abs=1e-3), c.memory.content
+    finally:
+        await eng.close()
