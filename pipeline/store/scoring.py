@@ -9,6 +9,12 @@ from uuid import UUID
 
 import numpy as np
 
+# A category's centroid is the mean of at most this many of its memories (the first the (project,
+# category) index gives): a recall asks for a dozen categories, and averaging every member read
+# whole categories, ~28 ms per recall at 100k memories. 64 unit vectors fix the mean's direction to
+# within a few degrees of the whole category's.
+CENTROID_SAMPLE = 64
+
 
 class ScoringQueries:
     async def access_stats(self, ids: list[UUID]) -> dict[UUID, tuple[int, datetime | None]]:
@@ -26,9 +32,9 @@ class ScoringQueries:
     async def category_centroids(
         self, pairs: list[tuple[str, str]], *, max_age_s: float = 0.0
     ) -> dict[tuple[str, str], np.ndarray]:
-        """The mean embedding (pgvector ``avg``) of each (project, category), normalised to unit
-        length; pairs without an embedded memory are left out. The (project, category) index keeps
-        this to the categories' own rows. Centroids younger than ``max_age_s`` come from this
+        """The mean embedding (pgvector ``avg``) of each (project, category), over at most
+        ``CENTROID_SAMPLE`` of its memories, normalised to unit length; pairs without an embedded
+        memory are left out. The (project, category) index keeps this to the categories' own rows. Centroids younger than ``max_age_s`` come from this
         store's process-wide cache (a category's mean moves little with one more memory)."""
         cache: dict = self.__dict__.setdefault("_centroids", {})
         now = time.monotonic()
@@ -47,11 +53,11 @@ class ScoringQueries:
         categories = [c for _, c in wanted]
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT m.project, m.category, avg(m.embedding) FROM memories m"
-                " JOIN unnest(%s::text[], %s::text[]) AS w(project, category)"
-                "   ON m.project = w.project AND m.category = w.category"
-                " WHERE m.embedding IS NOT NULL GROUP BY m.project, m.category",
-                (projects, categories),
+                "SELECT w.project, w.category, avg(s.embedding) FROM unnest(%s::text[], %s::text[])"
+                " AS w(project, category) CROSS JOIN LATERAL (SELECT m.embedding FROM memories m"
+                "   WHERE m.project = w.project AND m.category = w.category AND m.embedding IS NOT NULL"
+                "   LIMIT %s) s GROUP BY w.project, w.category",
+                (projects, categories, CENTROID_SAMPLE),
             )
             rows = await cur.fetchall()
         found = {}
