@@ -5,9 +5,10 @@ The question and variants are embedded as queries, the HyDE passage as a passage
 cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
 later stage (fusion, the relevance floor, the trace) reads one scale whatever the model.
 
-Store arms (vector, keyword) run in one SQL statement per query text; an arm that needs no
-embedding starts while the texts are embedded, so the slower of the two sets the pace instead of
-their sum. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
+Each store arm (vector, keyword) first finds its top k alone, on its own connection: an arm that
+needs no embedding starts while the texts are embedded, the others as soon as they are, so the
+slowest sets the pace instead of their sum; then one SQL statement per query text scores the union
+on every arm. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
 arms (graph, temporal) run last, with the store arms' hits as entry points.
 """
 
@@ -138,6 +139,13 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
                 store_arms = tuple(a.name for a in active if a.in_store)
             if vectors:
                 ctx.query_embedding = vectors[0]  # stage 8's category match reuses it
+                # The arms that needed the embedding start now, while the others may still run.
+                late = [a.name for a in active if a.in_store and "embedding" in a.needs]
+                for i, t in enumerate(texts):
+                    for name in late:
+                        tasks[(i, name)] = asyncio.ensure_future(
+                            ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
+                        )
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:

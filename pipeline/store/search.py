@@ -93,6 +93,17 @@ class Hit:
     found_by: tuple[str, ...]
 
 
+def _mismatch(e: psycopg.errors.DataException) -> Exception:
+    """A vector query's data error: the stored vectors changed size under this process (`memlane
+    reembed` to another model ran while it was serving) is a ModelMismatch; anything else is itself."""
+    if "different vector dimensions" not in str(e):
+        return e
+    return ModelMismatch(
+        f"the store's vectors no longer match this process's embedding model ({e}); "
+        "`memlane reembed` probably switched the model: restart memlane configured with it"
+    )
+
+
 class SearchQueries:
     """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
@@ -128,18 +139,27 @@ class SearchQueries:
         common_df: float = 0.05,
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
+        embedding: list[float] | None = None,
     ) -> list[UUID]:
-        """One store arm alone: the ids of its top k. For arms that need no embedding (keyword), so
-        recall runs them while the query is being embedded."""
+        """One store arm alone: the ids of its top k. Recall runs the arms that need no embedding
+        (keyword) while the query is being embedded, and the others (vector, given ``embedding``)
+        as soon as it is, each on its own connection, before one ``search`` scores them all."""
         spec = SQL_ARMS[arm]
-        if spec.needs_embedding:
-            raise ValueError(f"the {arm} arm needs an embedding; use search()")
+        if spec.needs_embedding and embedding is None:
+            raise ValueError(f"the {arm} arm needs an embedding")
         where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
+        if embedding is not None:
+            params["emb"] = np.asarray(embedding, dtype=np.float32)
         sql = (
             f"WITH {QUERY_CTES}, {spec.cte} AS ({spec.select.format(where=where)}) SELECT id FROM {spec.cte}"
         )
         async with self._connection() as conn:
-            cur = await conn.execute(sql, params)
+            try:
+                cur = await conn.execute(sql, params)
+            except psycopg.errors.DataException as e:
+                if _mismatch(e) is e:
+                    raise
+                raise _mismatch(e) from e
             return [r[0] for r in await cur.fetchall()]
 
     async def search(
@@ -189,14 +209,9 @@ class SearchQueries:
             try:
                 cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             except psycopg.errors.DataException as e:
-                if "different vector dimensions" not in str(e):
+                if _mismatch(e) is e:
                     raise
-                # The stored vectors changed size under this process: `memlane reembed` to another
-                # model ran while it was serving.
-                raise ModelMismatch(
-                    f"the store's vectors no longer match this process's embedding model ({e}); "
-                    "`memlane reembed` probably switched the model: restart memlane configured with it"
-                ) from e
+                raise _mismatch(e) from e
             rows = await cur.fetchall()
         return [
             Hit(
