@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidInput
+from .providers.embedder import unit_rows
 from .tokens import _encoding, count_tokens
 
 # "Caroline: ...", "Dr. Smith: ...", "user: ...", "Speaker 2: ...": a name of at most four words
@@ -196,10 +197,7 @@ def chunk_semantic(
     units = _units(text, max_tokens)
     if not units:
         return []
-    vectors = np.asarray(embed([s for s, _ in units]), dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1)
-    norms[norms == 0] = 1.0
-    vectors = vectors / norms[:, None]
+    vectors = unit_rows(embed([s for s, _ in units]))
     sims = np.sum(vectors[1:] * vectors[:-1], axis=1)
     groups: list[list[tuple[str, bool]]] = [[units[0]]]
     for unit, sim in zip(units[1:], sims, strict=True):

@@ -12,10 +12,10 @@ from .config import EngineConfig, GraphConfig
 from .entities import extract
 from .errors import EmbeddingFailed
 from .inputs import MemoryInput
-from .providers.embedder import embed_texts
+from .providers.embedder import embed_texts, unit_rows
 from .records import Remembered
 from .store import StoredRow
-from .store.graph import LinkPlan, LinkSettings
+from .store.graph import NEIGHBOUR_EF_SEARCH, LinkPlan, LinkSettings
 
 
 def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
@@ -32,10 +32,6 @@ def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
     )
 
 
-# A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search 100).
-NEIGHBOUR_EF_SEARCH = 40
-
-
 def relates_to(
     inputs: list[MemoryInput],
     vectors: list[list[float]],
@@ -46,9 +42,7 @@ def relates_to(
     of its project found before the insert (``found``, best first) and the other memories of the
     batch in its project (an int: a batch index). ``Store.insert`` keeps the earlier ones, in the
     order ``memlane maintain`` rebuilds links by, and the best ``relates_to_k`` of them."""
-    vecs = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    unit = vecs / np.where(norms > 0, norms, 1.0)
+    unit = unit_rows(vectors)
     sims = unit @ unit.T
     floor = settings.relates_to_min_similarity
     projects = np.asarray([m.project for m in inputs], dtype=object)

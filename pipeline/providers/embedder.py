@@ -25,6 +25,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from ..config import EmbeddingConfig
 from ..errors import ConfigError, EmbeddingFailed, MemlaneError
 
@@ -45,6 +47,13 @@ KNOWN_DIMENSIONS = {
 # as the median cosine of the questions of server/bench/unrelated.txt against 600 LoCoMo turns
 # (-0.011) and 600 memories of the latency benchmark's corpus (0.027).
 REFERENCE_UNRELATED = 0.01
+
+
+def unit_rows(vectors) -> np.ndarray:
+    """The rows of ``vectors`` scaled to unit length (float32); an all-zero row stays zero."""
+    mat = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    return mat / np.where(norms > 0, norms, 1.0)
 
 
 class Embedder(ABC):

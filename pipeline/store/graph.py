@@ -30,6 +30,9 @@ import psycopg
 from ..entities import Entity, first_names, resolve_aliases
 
 EXTRACTOR_VERSION = 1
+# A handful of neighbours (relates_to links, remember's similar check, maintain's merge probes) needs a
+# narrower HNSW search than recall's candidates (ef_search 100).
+NEIGHBOUR_EF_SEARCH = 40
 EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
 
 
@@ -135,9 +138,7 @@ async def write_links(
         counts["relates_to"] = cur.rowcount
     search = [it.memory_id for it in items if it.relates is None]
     if search:
-        # A handful of neighbours needs a narrower HNSW search than recall's candidates (ef_search
-        # 100); SET LOCAL ends with the transaction.
-        await conn.execute("SET LOCAL hnsw.ef_search = 40")
+        await conn.execute(f"SET LOCAL hnsw.ef_search = {NEIGHBOUR_EF_SEARCH}")  # ends with the transaction
         cur = await conn.execute(
             "INSERT INTO memory_links (src, dst, kind, weight)"
             " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"

@@ -93,15 +93,14 @@ class Hit:
     found_by: tuple[str, ...]
 
 
-def _mismatch(e: psycopg.errors.DataException) -> Exception:
-    """A vector query's data error: the stored vectors changed size under this process (`memlane
-    reembed` to another model ran while it was serving) is a ModelMismatch; anything else is itself."""
-    if "different vector dimensions" not in str(e):
-        return e
-    return ModelMismatch(
-        f"the store's vectors no longer match this process's embedding model ({e}); "
-        "`memlane reembed` probably switched the model: restart memlane configured with it"
-    )
+def _raise_if_mismatch(e: psycopg.errors.DataException) -> None:
+    """A vector query's data error that says the stored vectors changed size under this process
+    (`memlane reembed` to another model ran while it was serving) becomes a ModelMismatch."""
+    if "different vector dimensions" in str(e):
+        raise ModelMismatch(
+            f"the store's vectors no longer match this process's embedding model ({e}); "
+            "`memlane reembed` probably switched the model: restart memlane configured with it"
+        ) from e
 
 
 class SearchQueries:
@@ -157,9 +156,8 @@ class SearchQueries:
             try:
                 cur = await conn.execute(sql, params)
             except psycopg.errors.DataException as e:
-                if _mismatch(e) is e:
-                    raise
-                raise _mismatch(e) from e
+                _raise_if_mismatch(e)
+                raise
             return [r[0] for r in await cur.fetchall()]
 
     async def search(
@@ -209,9 +207,8 @@ class SearchQueries:
             try:
                 cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             except psycopg.errors.DataException as e:
-                if _mismatch(e) is e:
-                    raise
-                raise _mismatch(e) from e
+                _raise_if_mismatch(e)
+                raise
             rows = await cur.fetchall()
         return [
             Hit(

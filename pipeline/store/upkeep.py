@@ -12,6 +12,8 @@ import numpy as np
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from ..providers.embedder import unit_rows
+from .graph import NEIGHBOUR_EF_SEARCH
 from .rows import MEMORY_COLUMNS, row_to_memory
 
 
@@ -31,7 +33,6 @@ class MergeProbe:
 EXACT_ROWS_PER_VECTOR = 20
 # ... and forces the HNSW index only for a project holding at least this share of all memories.
 HNSW_MIN_SHARE = 0.02
-MERGE_EF_SEARCH = 40
 
 
 def _exact_nearest(
@@ -41,10 +42,8 @@ def _exact_nearest(
     if not rows:
         return [[] for _ in range(len(queries))]
     ids = [r[0] for r in rows]
-    mat = np.asarray([r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1] for r in rows], dtype=np.float32)
-    mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    sims = q @ mat.T
+    mat = unit_rows([r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1] for r in rows])
+    sims = unit_rows(queries) @ mat.T
     k = min(k, len(ids))
     top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
     out = []
@@ -52,6 +51,16 @@ def _exact_nearest(
         best = sorted(cols, key=lambda j: -sims[i, j])
         out.append([(ids[j], float(sims[i, j])) for j in best])
     return out
+
+
+async def _neighbour_scan(conn, *, force_index: bool, ef_search: int | None) -> None:
+    """Settings, for the transaction, of a LATERAL nearest-neighbour scan per vector: the HNSW index
+    forced (PostgreSQL's planner would read and sort a project of a few thousand memories per vector
+    instead, ~8x slower here), and ``ef_search`` (None: the session's)."""
+    if force_index:
+        await conn.execute("SET LOCAL enable_sort = off")
+    if ef_search is not None:
+        await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
 
 
 class UpkeepQueries:
@@ -94,12 +103,9 @@ class UpkeepQueries:
                     )
                     rows = await bcur.fetchall()
                 return _exact_nearest(queries, rows, k)
-            if size > selective:
-                # The index, forced; not for a project this small a share of the store, where an
-                # HNSW scan filtered on the project would read most of the index to find k.
-                await conn.execute("SET LOCAL enable_sort = off")
-            if ef_search is not None:
-                await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+            # The index is not forced for a project this small a share of the store, where an HNSW
+            # scan filtered on the project would read most of the index to find k.
+            await _neighbour_scan(conn, force_index=size > selective, ef_search=ef_search)
             cur = await conn.execute(
                 "SELECT q.ord, n.id, n.sim FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, ord)"
                 " CROSS JOIN LATERAL ("
@@ -162,10 +168,7 @@ class UpkeepQueries:
             where = "AND (created_at, id) > (%s, %s)"
             params = list(after)
         async with self._connection() as conn, conn.transaction():
-            # As in nearest_many: the planner would read and sort a project of a few thousand
-            # memories per probe rather than use the HNSW index; a few neighbours need a narrow scan.
-            await conn.execute("SET LOCAL enable_sort = off")
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(MERGE_EF_SEARCH)}")
+            await _neighbour_scan(conn, force_index=True, ef_search=NEIGHBOUR_EF_SEARCH)
             cur = await conn.execute(
                 "WITH b AS (SELECT id, project, created_at, embedding FROM memories"
                 f"  WHERE embedding IS NOT NULL {where} ORDER BY created_at, id LIMIT %s)"
