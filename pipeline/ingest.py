@@ -208,7 +208,7 @@ async def ingest(
 
     # Novelty: embed in batches, one nearest-neighbour statement per batch, earlier pieces too.
     threshold = cfg.filter.novelty_threshold
-    to_store: list[tuple[Piece, MemoryInput, list[float]]] = []
+    to_store: list[tuple[Piece, MemoryInput, list[float], list]] = []
     stored_vecs: list[np.ndarray] = []
     stored_pieces: list[Piece] = []
     done = 0
@@ -217,7 +217,8 @@ async def ingest(
         vecs = await embed_texts(
             engine.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s
         )
-        nearest = await engine.store.nearest_many(result.project, vecs, 1)
+        # Enough neighbours for the relates_to links too: store_inputs reuses them.
+        nearest = await engine.store.nearest_many(result.project, vecs, max(1, cfg.graph.relates_to_k))
         for (piece, item), vec, near in zip(batch, vecs, nearest, strict=True):
             arr = np.asarray(vec, dtype=np.float32)
             best_id, best_sim, best_piece = None, -1.0, None
@@ -235,7 +236,7 @@ async def ingest(
                 if best_piece is not None:
                     piece.match_position = best_piece.position
                 continue
-            to_store.append((piece, item, vec))
+            to_store.append((piece, item, vec, near))
             stored_vecs.append(arr)
             stored_pieces.append(piece)
         done += len(batch)
@@ -247,17 +248,18 @@ async def ingest(
         stored = await remember_path.store_inputs(
             engine.store,
             engine.embedder,
-            [m for _, m, _ in to_store],
+            [m for _, m, _, _ in to_store],
             engine.topics,
             timeout_s=cfg.embedding.embed_timeout_s,
-            vectors=[vec for _, _, vec in to_store],
+            vectors=[vec for _, _, vec, _ in to_store],
+            found=[near for _, _, _, near in to_store],
             links=remember_path.link_plan(
-                cfg.graph, [m for _, m, _ in to_store], chain=False, embedder=engine.embedder
+                cfg.graph, [m for _, m, _, _ in to_store], chain=False, embedder=engine.embedder
             ),
             topics_llm=engine.topics_llm(),
         )
         ids = [(r.id, r.status == "created") for r in stored]
-        for (piece, _, _), (mid, created) in zip(to_store, ids, strict=True):
+        for (piece, _, _, _), (mid, created) in zip(to_store, ids, strict=True):
             if created:
                 piece.status, piece.id = "stored", mid
             else:  # the same content at the same time is already stored

@@ -79,6 +79,19 @@ def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[
     return [MemoryInput.parse(cfg, it) for it in items]
 
 
+async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
+    """Each input's ``k`` nearest stored memories of its project: one search per project."""
+    found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
+    by_project: dict[str, list[int]] = {}
+    for i, m in enumerate(inputs):
+        by_project.setdefault(m.project, []).append(i)
+    for project, idx in by_project.items():
+        hits = await store.nearest_many(project, [vectors[i] for i in idx], k, ef_search=NEIGHBOUR_EF_SEARCH)
+        for i, h in zip(idx, hits, strict=True):
+            found[i] = h
+    return found
+
+
 async def store_inputs(
     store,
     embedder,
@@ -89,6 +102,7 @@ async def store_inputs(
     similar: tuple[float, int] | None = None,
     vectors: list[list[float]] | None = None,
     links: LinkPlan | None = None,
+    found: list[list[tuple[UUID, float]]] | None = None,
     topics_llm=None,  # pipeline/topics_llm.TopicsLLM: the LLM refines topics, fact types; never raises
 ) -> list[Remembered]:
     """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
@@ -99,7 +113,9 @@ async def store_inputs(
     ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
     already stored in its project with a cosine similarity at or above ``threshold`` (one nearest-
     neighbour statement per project in the batch, before the insert, shared with the links).
-    ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction."""
+    ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction.
+    ``found``: each input's nearest stored memories (id, similarity), best first, when the caller
+    searched already (ingest, for novelty): no search is made here."""
     if vectors is None:
         try:
             vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
@@ -111,16 +127,8 @@ async def store_inputs(
     if k > 0 and inputs:
         # One nearest-neighbour search per new memory, before the insert, serves both the
         # 'similar' report and the relates_to links (pipeline/store/graph.py).
-        found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
-        by_project: dict[str, list[int]] = {}
-        for i, m in enumerate(inputs):
-            by_project.setdefault(m.project, []).append(i)
-        for project, idx in by_project.items():
-            hits = await store.nearest_many(
-                project, [vectors[i] for i in idx], k, ef_search=NEIGHBOUR_EF_SEARCH
-            )
-            for i, h in zip(idx, hits, strict=True):
-                found[i] = h
+        if found is None:
+            found = await _nearest(store, inputs, vectors, k)
         if limit > 0:
             threshold = similar[0]
             near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]

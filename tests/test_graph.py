@@ -622,3 +622,32 @@ async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_
         keyword = s.get("keyword", 0.0) / best_keyword if best_keyword > 0 else 0.0
         expected = weights["vector"] * s.get("vector", 0.0) + weights["keyword"] * keyword
         assert fused[mid].score == pytest.approx(expected + weights["graph"] * g)
+
+
+async def test_ingest_links_related_pieces_as_maintain_rebuilds_them(engine, database_url):
+    """ingest hands its novelty search's neighbours to the write path: the relates_to links it makes
+    are the ones maintain makes from scratch."""
+    await engine.remember_many(
+        [
+            {"content": "The billing service stores invoices in PostgreSQL 16"},
+            {"content": "Billing invoices moved from MySQL to PostgreSQL"},
+            {"content": "PostgreSQL holds every invoice of the billing service"},
+        ],
+        chain=False,
+    )
+    text = "\n".join(
+        [
+            "Dana: We keep the billing invoices in a PostgreSQL database now.",
+            "Sam: Did the invoice tables move over cleanly from MySQL last week?",
+            "Dana: Two invoices had broken totals after the PostgreSQL move.",
+            "Sam: My cat has been sleeping in the sun all afternoon.",
+        ]
+    )
+    out = await engine.ingest(text, kind="conversation", source="chat-7")
+    assert out.counts["stored"] == 4
+    before = links(database_url, "relates_to")
+    assert before  # the billing pieces relate to each other and to the stored memory
+    with psycopg.connect(database_url) as conn:
+        conn.execute("TRUNCATE memory_links, memory_entities, memory_linked, memlane_entities")
+    await maintain.maintain(engine, ["links"])
+    assert links(database_url, "relates_to") == before
