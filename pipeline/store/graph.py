@@ -110,6 +110,25 @@ async def _write_mentions(conn: psycopg.AsyncConnection, items: list[LinkItem]) 
     return cur.rowcount
 
 
+async def _insert_links(
+    conn: psycopg.AsyncConnection, kind: str, links: list[tuple[UUID, UUID, float | None]]
+) -> int:
+    """Links of one kind from (src, dst, weight) triples (None: the default weight, 1); a link to
+    itself, one that exists and one whose target is gone are skipped. Inserted in key order, so
+    concurrent writers lock in one order. Returns how many were made."""
+    best = {(src, dst): w for src, dst, w in links if src != dst}
+    if not best:
+        return 0
+    pairs = sorted(best)
+    cur = await conn.execute(
+        "INSERT INTO memory_links (src, dst, kind, weight)"
+        " SELECT u.s, u.d, %s, coalesce(u.w, 1.0) FROM unnest(%s::uuid[], %s::uuid[], %s::real[]) AS u(s, d, w)"
+        " JOIN memories m ON m.id = u.d ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+        (kind, [s for s, _ in pairs], [d for _, d in pairs], [best[p] for p in pairs]),
+    )
+    return cur.rowcount
+
+
 async def write_links(
     conn: psycopg.AsyncConnection,
     items: list[LinkItem],
@@ -122,20 +141,12 @@ async def write_links(
         return {}
     ids = [it.memory_id for it in items]
     counts = {"mentions": await _write_mentions(conn, items)}
-    given = [it for it in items if it.relates is not None]
-    pairs = sorted(
-        {(it.memory_id, dst): w for it in given for dst, w in it.relates if dst != it.memory_id}.items()
+    # Found before the insert (the write path): a target forgotten since is skipped.
+    counts["relates_to"] = await _insert_links(
+        conn,
+        "relates_to",
+        [(it.memory_id, dst, w) for it in items if it.relates is not None for dst, w in it.relates],
     )
-    counts["relates_to"] = 0
-    if pairs:
-        cur = await conn.execute(
-            "INSERT INTO memory_links (src, dst, kind, weight)"
-            " SELECT u.s, u.d, 'relates_to', u.w FROM unnest(%s::uuid[], %s::uuid[], %s::real[]) AS u(s, d, w)"
-            " JOIN memories m ON m.id = u.d"  # found before the insert: skip one forgotten since
-            " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
-            ([p[0][0] for p in pairs], [p[0][1] for p in pairs], [p[1] for p in pairs]),
-        )
-        counts["relates_to"] = cur.rowcount
     search = [it.memory_id for it in items if it.relates is None]
     if search:
         await conn.execute(f"SET LOCAL hnsw.ef_search = {NEIGHBOUR_EF_SEARCH}")  # ends with the transaction
@@ -164,14 +175,7 @@ async def write_links(
         (ids,),
     )
     counts["next"] = cur.rowcount
-    if chain:
-        cur = await conn.execute(
-            "INSERT INTO memory_links (src, dst, kind)"
-            " SELECT a, b, 'next' FROM unnest(%s::uuid[], %s::uuid[]) AS u(a, b) WHERE a <> b"
-            " ON CONFLICT DO NOTHING",
-            ([a for a, _ in chain], [b for _, b in chain]),
-        )
-        counts["next"] += cur.rowcount
+    counts["next"] += await _insert_links(conn, "next", [(a, b, None) for a, b in chain])
     if settings.same_time_k > 0:
         # The k nearest in time on each side within the day, then the k nearest of those: two
         # index-ordered scans of (project, occurred_at), whatever the size of the day.
@@ -270,16 +274,9 @@ class GraphQueries:
             counts = {
                 "mentions": await _write_mentions(conn, [it for it in items if it.memory_id in present])
             }
-            pairs = [(a, b) for a, b in causes if a in present and b in present and a != b]
-            counts["causes"] = 0
-            if pairs:
-                cur = await conn.execute(
-                    "INSERT INTO memory_links (src, dst, kind)"
-                    " SELECT a, b, 'causes' FROM unnest(%s::uuid[], %s::uuid[]) AS u(a, b)"
-                    " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
-                    ([a for a, _ in pairs], [b for _, b in pairs]),
-                )
-                counts["causes"] = cur.rowcount
+            counts["causes"] = await _insert_links(
+                conn, "causes", [(a, b, None) for a, b in causes if a in present and b in present]
+            )
         return counts
 
     async def delete_orphan_entities(self, *, dry_run: bool = False) -> int:
