@@ -84,16 +84,15 @@ class UpkeepQueries:
         queries = np.asarray(embeddings, dtype=np.float32)
         exact_rows = EXACT_ROWS_PER_VECTOR * len(embeddings)
         async with self._connection() as conn, conn.transaction():
+            # The project's size, counted up to what decides the way (one round trip).
             cur = await conn.execute(
-                "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memories'::regclass"
+                "WITH s AS (SELECT floor(greatest(reltuples, 0) * %s)::bigint AS selective FROM pg_class"
+                "  WHERE oid = 'memories'::regclass)"
+                " SELECT s.selective, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE project = %s"
+                "  LIMIT greatest(%s, s.selective) + 1) t) FROM s",
+                (HNSW_MIN_SHARE, project, exact_rows),
             )
-            [table] = await cur.fetchone()
-            selective = int(table * HNSW_MIN_SHARE)
-            cur = await conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM memories WHERE project = %s LIMIT %s) t",
-                (project, max(exact_rows, selective) + 1),
-            )
-            [size] = await cur.fetchone()
+            selective, size = await cur.fetchone()
             if size <= exact_rows:
                 async with conn.cursor(binary=True) as bcur:  # vectors as bytes, not decimal text
                     await bcur.execute(
