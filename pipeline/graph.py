@@ -90,11 +90,15 @@ def _link_weight(kind: str, weight: float, causes_boost: float) -> float:
 
 
 class _Loader:
-    """Neighbourhood reads of one recall, each node's edges read at most once per kind."""
+    """Neighbourhood reads of one recall. A hop asked twice for the same frontier (the ``next`` and
+    ``next2`` paths both start from the entry points) is read once, even when the asks overlap."""
 
     def __init__(self, store, project: str, cfg) -> None:
         self.store, self.project, self.cfg = store, project, cfg
         self.queries = 0
+        self._hops: dict[tuple, asyncio.Future] = {}
+        # Counting an entity's mentions past this says nothing more: it is not expanded.
+        self._count_up_to = cfg.max_entity_degree + 1
 
     async def edges(self, ids: list[UUID], kinds: tuple[str, ...]):
         self.queries += 1
@@ -102,11 +106,11 @@ class _Loader:
 
     async def mentions(self, ids: list[UUID]):
         self.queries += 1
-        return await self.store.mentions_of(ids)
+        return await self.store.mentions_of(ids, self._count_up_to)
 
     async def members(self, entity_ids: list[int]):
         self.queries += 1
-        return await self.store.entity_members(entity_ids, self.cfg.per_node, self.project)
+        return await self.store.entity_members(entity_ids, self.cfg.per_node, self.project, self._count_up_to)
 
     async def query_entities(self, keys: list[str]) -> dict[int, str]:
         if not keys:
@@ -114,15 +118,33 @@ class _Loader:
         self.queries += 1
         return await self.store.entity_ids(self.project, keys)
 
+    async def hop(self, step: str, frontier: dict) -> dict[Any, list[tuple[Any, float]]]:
+        key = (step, frozenset(frontier))
+        if key not in self._hops:
+            self._hops[key] = asyncio.ensure_future(_hop(self, step, frontier))
+        return await asyncio.shield(self._hops[key])
+
+    def cancel(self) -> None:
+        for f in self._hops.values():
+            f.cancel()
+
+
+async def _resolved(value):
+    """A value that may still be an awaitable (the question's entities, looked up concurrently)."""
+    return value if isinstance(value, dict) else await value
+
 
 async def spreading_activation(
-    loader: _Loader, seeds: dict[UUID, float], query_entities: dict[int, str], budget: int, cfg
+    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
-    """Activation received by each memory node, and what the run did."""
+    """Activation received by each memory node, and what the run did. ``query_entities`` may be
+    an awaitable: it is looked up while the entry points' neighbourhood is read."""
     g = nx.Graph()
     seed_ids = sorted(seeds, key=str)
-    edges, mentions = await asyncio.gather(
-        loader.edges(seed_ids, ("relates_to", "next", "same_time", "causes")), loader.mentions(seed_ids)
+    edges, mentions, query_entities = await asyncio.gather(
+        loader.edges(seed_ids, ("relates_to", "next", "same_time", "causes")),
+        loader.mentions(seed_ids),
+        _resolved(query_entities),
     )
     for a, b, kind, w in edges:
         weight = _link_weight(kind, w, cfg.causes_boost)
@@ -199,59 +221,78 @@ async def _hop(loader: _Loader, step: str, frontier: dict) -> dict[Any, list[tup
 
 
 async def mpfp(
-    loader: _Loader, seeds: dict[UUID, float], query_entities: dict[int, str], budget: int, cfg
+    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
     """Forward push along each meta-path from the entry points (each with its activation, the
     question's entities with 1), summed over the paths and capped at 1: a memory's score is the
-    activation that reached it, in the unit of the activation that entered the graph."""
-    masses: dict[str, dict[UUID, float]] = {}
-    expanded = 0
-    # The budget is shared by every step of every path, in equal parts.
+    activation that reached it, in the unit of the activation that entered the graph.
+
+    The paths are independent, so they run concurrently, each hop one read for its frontier.
+    ``query_entities`` may be an awaitable (the lookup still running): only the entity path's
+    second step waits for it."""
+    # The budget is shared by every step of every path, in equal parts; when it is smaller than
+    # the number of steps, the first steps (in META_PATHS order) get one node each.
     per_step = max(1, budget // sum(len(p) for p in META_PATHS.values()))
+    rooms: dict[str, list[int]] = {}
+    left = budget
     for name, path in META_PATHS.items():
-        # node -> where its mass came from (an entry point or a question entity) -> mass
-        residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
-        settled: dict[Any, float] = defaultdict(float)
-        for i, step in enumerate(path):
-            if step == "member" and name == "entity":  # the question's entities join the entity step
-                for e in query_entities:
-                    residual.setdefault(("e", e), {})[("e", e)] = 1.0
-            room = min(per_step, budget - expanded)
-            totals = sorted(
-                ((n, sum(o.values())) for n, o in residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
-            )
-            frontier = {n: residual[n] for n, r in totals[: max(room, 0)] if r > PUSH_EPSILON}
-            if not frontier:
-                residual = {}
-                continue  # (the entity path's second step may still start from the question's entities)
-            expanded += len(frontier)
-            out = await _hop(loader, step, frontier)
-            nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
-            for node, origins in frontier.items():
-                # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its
-                # own (its fused score already counts it): the graph scores what reached a memory.
-                keep = PUSH_ALPHA if i > 0 else 0.0
-                settled[node] += keep * sum(origins.values())
-                edges = out.get(node, [])
-                norm = sum(w for _, w in edges)
-                if norm <= 0:
-                    continue
-                for origin, r in origins.items():
-                    for nb, w in edges:
-                        if nb != origin:  # a path back to where it started says nothing about it
-                            nxt[nb][origin] += (1 - keep) * r * w / norm
-            residual = nxt
-        for node, origins in residual.items():
-            settled[node] += sum(origins.values())
-        reached = {n: v for n, v in settled.items() if isinstance(n, UUID) and v > 0}
-        if reached:
-            masses[name] = reached
+        rooms[name] = []
+        for _ in path:
+            rooms[name].append(min(per_step, left))
+            left -= rooms[name][-1]
+    results = await asyncio.gather(
+        *(_push(loader, name, path, seeds, query_entities, rooms[name]) for name, path in META_PATHS.items())
+    )
+    masses = {name: reached for name, (reached, _) in zip(META_PATHS, results, strict=True) if reached}
+    expanded = sum(n for _, n in results)
     total: dict[UUID, float] = defaultdict(float)
     for reached in masses.values():
         for n, v in reached.items():
             total[n] += v
     scores = {n: min(v, 1.0) for n, v in total.items()}
     return scores, {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
+
+
+async def _push(
+    loader: _Loader, name: str, path: tuple[str, ...], seeds: dict[UUID, float], query_entities, rooms
+) -> tuple[dict[UUID, float], int]:
+    """One meta-path's forward push: the mass each memory holds at the end, and the nodes expanded."""
+    # node -> where its mass came from (an entry point or a question entity) -> mass
+    residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
+    settled: dict[Any, float] = defaultdict(float)
+    expanded = 0
+    for i, step in enumerate(path):
+        if step == "member" and name == "entity":  # the question's entities join the entity step
+            query_entities = await _resolved(query_entities)
+            for e in query_entities:
+                residual.setdefault(("e", e), {})[("e", e)] = 1.0
+        totals = sorted(
+            ((n, sum(o.values())) for n, o in residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
+        )
+        frontier = {n: residual[n] for n, r in totals[: max(rooms[i], 0)] if r > PUSH_EPSILON}
+        if not frontier:
+            residual = {}
+            continue  # (the entity path's second step may still start from the question's entities)
+        expanded += len(frontier)
+        out = await loader.hop(step, frontier)
+        nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
+        for node, origins in frontier.items():
+            # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its
+            # own (its fused score already counts it): the graph scores what reached a memory.
+            keep = PUSH_ALPHA if i > 0 else 0.0
+            settled[node] += keep * sum(origins.values())
+            edges = out.get(node, [])
+            norm = sum(w for _, w in edges)
+            if norm <= 0:
+                continue
+            for origin, r in origins.items():
+                for nb, w in edges:
+                    if nb != origin:  # a path back to where it started says nothing about it
+                        nxt[nb][origin] += (1 - keep) * r * w / norm
+        residual = nxt
+    for node, origins in residual.items():
+        settled[node] += sum(origins.values())
+    return {n: v for n, v in settled.items() if isinstance(n, UUID) and v > 0}, expanded
 
 
 def _utc_now() -> datetime:
@@ -278,21 +319,29 @@ async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
     budget = cfg.expand(ctx.request.budget)
     loader = _Loader(ctx.store, ctx.request.project, cfg)
     seeds = _entry_points(ctx, retrieved)
-    keys = _query_keys(query)
-    query_entities = await loader.query_entities(keys)
-    detail.update(
-        {
-            "budget": ctx.request.budget,
-            "max_expanded": budget,
-            "entry_points": len(seeds),
-            "query_entities": sorted(set(query_entities.values())),
-        }
-    )
-    if not seeds and not query_entities:
-        detail["expanded"] = 0
-        return []
+    # The question's entities are looked up while the entry points' neighbourhood is read.
+    looked_up = asyncio.ensure_future(loader.query_entities(_query_keys(query)))
     algorithm = mpfp if method == "mpfp" else spreading_activation
-    scores, info = await algorithm(loader, seeds, query_entities, budget, cfg)
+    try:
+        if seeds:
+            scores, info = await algorithm(loader, seeds, looked_up, budget, cfg)
+        query_entities = await looked_up
+        detail.update(
+            {
+                "budget": ctx.request.budget,
+                "max_expanded": budget,
+                "entry_points": len(seeds),
+                "query_entities": sorted(set(query_entities.values())),
+            }
+        )
+        if not seeds:
+            if not query_entities:
+                detail["expanded"] = 0
+                return []
+            scores, info = await algorithm(loader, seeds, query_entities, budget, cfg)
+    finally:
+        looked_up.cancel()
+        loader.cancel()
     scores = {m: min(v, 1.0) for m, v in scores.items()}  # activation received can add up past 1
     detail.update(info)
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)

@@ -587,6 +587,61 @@ async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_co
     assert all(0.0 < s <= 1.0 for s in scores.values())
 
 
+async def test_the_paths_read_a_shared_hop_once_and_score_as_when_run_one_by_one(
+    engine_config, embedder, monkeypatch
+):
+    """The meta-paths run concurrently; ``next`` and ``next2`` start from the same frontier, whose
+    links are read once. The scores are those of the paths run one after another."""
+    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, embedder)
+    seeds, cfg = {a1: 0.8, b0: 0.25}, eng.config.graph
+    reads: list[tuple[str, ...]] = []
+    real = eng.store.memory_edges
+
+    async def counted(ids, kinds, per_node=50):
+        reads.append(tuple(kinds))
+        return await real(ids, kinds, per_node=per_node)
+
+    monkeypatch.setattr(eng.store, "memory_edges", counted)
+    try:
+        together, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
+        shared_reads = sorted(reads)
+        paths, alone = dict(graph.META_PATHS), {}
+        for name, path in paths.items():  # each path by itself
+            monkeypatch.setattr(graph, "META_PATHS", {name: path})
+            scores, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
+            for m, v in scores.items():
+                alone[m] = alone.get(m, 0.0) + v
+    finally:
+        await eng.close()
+    # relates_to, the first hop of next and next2 (once), next2's second hop
+    assert shared_reads == [("next",), ("next",), ("relates_to",)]
+    assert together.keys() == alone.keys()
+    assert all(together[m] == pytest.approx(min(alone[m], 1.0)) for m in alone)
+
+
+async def test_mention_counts_stop_past_what_the_graph_arm_asks(engine):
+    """An entity's mention count is read up to max_entity_degree + 1: enough to tell a hub (not
+    expanded) from a specific entity, whose count (its weight) stays exact."""
+    await engine.remember_many(
+        [{"content": f"Zephyrine checked the build number {i}"} for i in range(6)]
+        + [{"content": "Quillon fixed the flaky login test"}, {"content": "Quillon paired on the cache"}],
+        chain=False,
+    )
+    store = engine.store
+    [(zid, _)] = (await store.entity_ids("default", ["zephyrine"])).items()
+    [(qid, _)] = (await store.entity_ids("default", ["quillon"])).items()
+    members = await store.entity_members([zid, qid], 50, "default", 4)
+    counts = {e: n for e, _, n in members}
+    assert counts == {zid: 4, qid: 2}
+    assert sum(1 for e, _, _ in members if e == zid) == 6  # the members themselves are not capped
+    ids = [m for e, m, _ in members]
+    assert {(e, n) for _, e, n in await store.mentions_of(ids, 4) if e in (zid, qid)} == {(zid, 4), (qid, 2)}
+    assert {(e, n) for _, e, n in await store.mentions_of(ids, 100) if e in (zid, qid)} == {
+        (zid, 6),
+        (qid, 2),
+    }
+
+
 async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_query(
     engine_config, embedder
 ):

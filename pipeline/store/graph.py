@@ -35,6 +35,14 @@ EXTRACTOR_VERSION = 1
 NEIGHBOUR_EF_SEARCH = 40
 EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
 
+# An entity's number of mentions, counted no further than ``%(cap)s``: the graph arm only asks whether
+# an entity is specific enough to expand (at most graph.max_entity_degree mentions) and, if so, how
+# many it has. Counting a hub's every mention (the user's own name, tens of thousands at 100k
+# memories) for each of its rows was most of the graph arm's reads on a large store.
+_MENTIONS_UP_TO = (
+    "(SELECT count(*) FROM (SELECT 1 FROM memory_entities d WHERE d.entity_id = {entity} LIMIT %(cap)s) AS c)"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class LinkSettings:
@@ -333,36 +341,37 @@ class GraphQueries:
             )
             return [(a, b, k, float(w)) for a, b, k, w in await cur.fetchall()]
 
-    async def mentions_of(self, ids: list[UUID]) -> list[tuple[UUID, int, int]]:
-        """(memory, entity, entity's number of mentions) for these memories."""
+    async def mentions_of(self, ids: list[UUID], count_up_to: int) -> list[tuple[UUID, int, int]]:
+        """(memory, entity, entity's number of mentions, counted up to ``count_up_to``) for these
+        memories."""
         if not ids:
             return []
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT me.memory_id, me.entity_id,"
-                " (SELECT count(*) FROM memory_entities d WHERE d.entity_id = me.entity_id)"
-                " FROM memory_entities me WHERE me.memory_id = ANY(%s)",
-                (ids,),
+                f"SELECT me.memory_id, me.entity_id, {_MENTIONS_UP_TO.format(entity='me.entity_id')}"
+                " FROM memory_entities me WHERE me.memory_id = ANY(%(ids)s)",
+                {"ids": ids, "cap": count_up_to},
             )
             return [(m, e, int(n)) for m, e, n in await cur.fetchall()]
 
     async def entity_members(
-        self, entity_ids: list[int], per_entity: int, project: str
+        self, entity_ids: list[int], per_entity: int, project: str, count_up_to: int
     ) -> list[tuple[int, UUID, int]]:
-        """(entity, memory, entity's number of mentions) for up to ``per_entity`` memories of each
-        entity (live ones of the project). The count says how specific the entity is."""
+        """(entity, memory, entity's number of mentions, counted up to ``count_up_to``) for up to
+        ``per_entity`` memories of each entity (live ones of the project). The count says how
+        specific the entity is."""
         if not entity_ids:
             return []
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT q.id, s.memory_id, (SELECT count(*) FROM memory_entities d WHERE d.entity_id = q.id)"
-                " FROM unnest(%s::bigint[]) AS q(id)"
+                f"SELECT q.id, s.memory_id, {_MENTIONS_UP_TO.format(entity='q.id')}"
+                " FROM unnest(%(ids)s::bigint[]) AS q(id)"
                 " CROSS JOIN LATERAL (SELECT me.memory_id FROM memory_entities me"
                 "   JOIN memories m ON m.id = me.memory_id"
-                "   WHERE me.entity_id = q.id AND m.project = %s"
+                "   WHERE me.entity_id = q.id AND m.project = %(project)s"
                 "     AND (m.expires_at IS NULL OR m.expires_at > now())"
-                "   ORDER BY me.memory_id LIMIT %s) s",
-                (entity_ids, project, per_entity),
+                "   ORDER BY me.memory_id LIMIT %(n)s) s",
+                {"ids": entity_ids, "project": project, "n": per_entity, "cap": count_up_to},
             )
             return [(e, m, int(n)) for e, m, n in await cur.fetchall()]
 
