@@ -5,11 +5,13 @@ The question and variants are embedded as queries, the HyDE passage as a passage
 cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
 later stage (fusion, the relevance floor, the trace) reads one scale whatever the model.
 
-Each store arm (vector, keyword) first finds its top k alone, on its own connection: an arm that
-needs no embedding starts while the texts are embedded, the others as soon as they are, so the
-slowest sets the pace instead of their sum; then one SQL statement per query text scores the union
-on every arm. The per-text statements run concurrently, bounded by ``MAX_PARALLEL_SEARCHES``. Python
-arms (graph, temporal) run last, with the store arms' hits as entry points.
+Each store arm that needs no embedding (keyword) finds its top k alone, on its own connection,
+while the texts are embedded. If it is still running when the embedding is done, the arms that need
+the embedding start alone too, so the slowest sets the pace instead of their sum; otherwise they
+select their top k inside the statement that scores the union. Either way one SQL statement per
+query text scores the union on every arm. The per-text statements run concurrently, bounded by
+``MAX_PARALLEL_SEARCHES``. Python arms (graph, temporal) run last, with the store arms' hits as
+entry points.
 """
 
 from __future__ import annotations
@@ -139,13 +141,16 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
                 store_arms = tuple(a.name for a in active if a.in_store)
             if vectors:
                 ctx.query_embedding = vectors[0]  # stage 8's category match reuses it
-                # The arms that needed the embedding start now, while the others may still run.
-                late = [a.name for a in active if a.in_store and "embedding" in a.needs]
-                for i, t in enumerate(texts):
-                    for name in late:
-                        tasks[(i, name)] = asyncio.ensure_future(
-                            ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
-                        )
+                # The arms that needed the embedding start now if the others are still running;
+                # otherwise each text's one scoring statement selects their candidates itself (one
+                # round trip less, usually: the keyword arm is done before the embedding is).
+                if not all(t.done() for t in tasks.values()):
+                    late = [a.name for a in active if a.in_store and "embedding" in a.needs]
+                    for i, t in enumerate(texts):
+                        for name in late:
+                            tasks[(i, name)] = asyncio.ensure_future(
+                                ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
+                            )
             for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
                 preselected[i][name] = ids
         finally:
