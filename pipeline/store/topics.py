@@ -20,7 +20,7 @@ async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: dict[tuple[str,
     await conn.execute(
         "INSERT INTO memlane_topics AS t (project, name, centroid_sum, members, key_terms)"
         " SELECT u.project, u.name, u.vec, u.n, ARRAY(SELECT jsonb_array_elements_text(u.terms))"
-        " FROM unnest(%s::text[], %s::text[], %s::vector[], %s::int4[], %s::jsonb[])"
+        " FROM unnest(%s::text[], %s::text[], %b::vector[], %s::int4[], %s::jsonb[])"
         " AS u(project, name, vec, n, terms) ORDER BY u.project, u.name"
         " ON CONFLICT (project, name) DO UPDATE SET centroid_sum = t.centroid_sum + excluded.centroid_sum,"
         " members = t.members + excluded.members, updated_at = now()",

@@ -106,7 +106,7 @@ class UpkeepQueries:
             # scan filtered on the project would read most of the index to find k.
             await _neighbour_scan(conn, force_index=size > selective, ef_search=ef_search)
             cur = await conn.execute(
-                "SELECT q.ord, n.id, n.sim FROM unnest(%s::vector[]) WITH ORDINALITY AS q(v, ord)"
+                "SELECT q.ord, n.id, n.sim FROM unnest(%b::vector[]) WITH ORDINALITY AS q(v, ord)"
                 " CROSS JOIN LATERAL ("
                 "  SELECT m.id, 1 - (m.embedding <=> q.v) AS sim FROM memories m"
                 "  WHERE m.project = %s AND m.embedding IS NOT NULL"
