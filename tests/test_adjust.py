@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from memlane.pipeline import adjust
@@ -449,3 +451,36 @@ def test_bench_variants_rescore_the_same_candidates():
     assert [c.memory.content for c in out["none"].ranked] == ["old exact", "new"]
     assert [c.memory.content for c in out["decay share=0.5 half-life=30d"].ranked] == ["new", "old exact"]
     assert [c.memory.content for c in out["decay share=0.05 half-life=30d"].ranked] == ["old exact", "new"]
+
+
+async def test_a_centroid_miss_fills_the_cache_with_the_projects_other_categories(make_engine, monkeypatch):
+    """The asked categories are read at once; the project's others follow in the background, so
+    the next recalls there find them cached. A project with too many categories is not filled."""
+    from memlane.pipeline.store import scoring
+
+    eng = await make_engine()
+    await eng.remember_many(
+        [{"content": f"note {i} about {c}", "project": "p", "category": c} for i in range(2) for c in "abc"]
+        + [{"content": f"other {c}", "project": "q", "category": c} for c in "xyz"]
+    )
+    store = eng.store
+    store.__dict__.pop("_centroids", None)
+    got = await store.category_centroids([("p", "a")], max_age_s=60)
+    assert set(got) == {("p", "a")} and abs(float(np.linalg.norm(got[("p", "a")])) - 1.0) < 1e-5
+    await asyncio.gather(*store.__dict__["_filling"].values())
+    assert {pair for pair in store.__dict__["_centroids"] if pair[0] == "p"} == {
+        ("p", "a"),
+        ("p", "b"),
+        ("p", "c"),
+    }
+    before = await store.category_centroids([("p", "b"), ("p", "c")], max_age_s=60)
+    store.__dict__.pop("_centroids")
+    assert all(
+        np.allclose(before[k], v)
+        for k, v in (await store.category_centroids([("p", "b"), ("p", "c")])).items()
+    )
+    # A project with more categories than PROJECT_CATEGORIES is not filled.
+    monkeypatch.setattr(scoring, "PROJECT_CATEGORIES", 2)
+    await store.category_centroids([("q", "x")], max_age_s=60)
+    await asyncio.gather(*store.__dict__["_filling"].values())
+    assert {pair for pair in store.__dict__["_centroids"] if pair[0] == "q"} == {("q", "x")}

@@ -200,6 +200,7 @@ class Store(
         )
 
     async def close(self) -> None:
+        self.cancel_background_reads()
         if self.pool is not None:
             pool, self.pool = self.pool, None
             await pool.close()
