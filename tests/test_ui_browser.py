@@ -121,11 +121,23 @@ def browser(site):
 def follow(browser, element) -> None:
     """Click something that loads a new page and wait until the old page is gone: an element looked
     up right after the click could otherwise be found on the page being left (a stale element)."""
-    from selenium.webdriver.support import expected_conditions
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
+    def left(_) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            # Chrome may say this instead of "stale" while the new document replaces the old one.
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+        return False
+
     element.click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(element))
+    WebDriverWait(browser, 15).until(left)
 
 
 def by(kind: str):
