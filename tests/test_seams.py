@@ -262,3 +262,53 @@ async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_
     assert [status[s] for s in ("intent", "synthesis", "hyde", "rerank")] == ["ran"] * 4
     assert sorted(c["stage"] for c in llm.calls) == ["hyde", "intent", "rerank", "synthesis"]
     assert res.memories[0][0].content == "The user prefers dark mode in every editor"
+
+
+async def test_the_vector_arm_finds_the_same_hits_alone_or_inside_the_scoring_statement(engine, monkeypatch):
+    """The vector arm's top k is selected inside the union's scoring statement when the keyword arm
+    finished during the embedding, and by a statement of its own when it did not: same hits, same
+    scores, either way."""
+    import asyncio
+    import time
+
+    await engine.remember_many(
+        [
+            {"content": f"Note {i}: the {w} service moved its invoices to cluster {i % 7}"}
+            for i, w in enumerate(["billing", "payments", "search", "mobile", "ledger"] * 12)
+        ]
+    )
+    req = engine.recall_request("which cluster holds the billing invoices?")
+    slow: dict[str, bool] = {}
+    calls: list[str] = []
+    real_candidates = type(engine.store).candidates
+    real_embed = engine.embedder.embed_queries
+
+    async def candidates(self, arm, **kw):
+        calls.append(arm)
+        ids = await real_candidates(self, arm, **kw)
+        if arm == "keyword" and slow.get("keyword"):
+            await asyncio.sleep(1.0)  # still running when the embedding is done
+        return ids
+
+    def embed_queries(texts):
+        if slow.get("embedding"):
+            time.sleep(1.0)  # the keyword arm is done long before
+        return real_embed(texts)
+
+    monkeypatch.setattr(type(engine.store), "candidates", candidates)
+    monkeypatch.setattr(engine.embedder, "embed_queries", embed_queries)
+
+    async def run(which: str):
+        slow.clear()
+        slow[which] = True
+        calls.clear()
+        c = SimpleNamespace(
+            config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+        )
+        out = (await retrieve(c, Query(text=req.query))).value
+        return {k: [(str(m.id), round(s, 6)) for m, s in v] for k, v in out.lists.items()}, list(calls)
+
+    inline, inline_calls = await run("embedding")
+    alone, alone_calls = await run("keyword")
+    assert inline_calls == ["keyword"] and sorted(alone_calls) == ["keyword", "vector"]
+    assert inline["vector"] and inline == alone
