@@ -323,25 +323,23 @@ async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
     looked_up = asyncio.ensure_future(loader.query_entities(_query_keys(query)))
     algorithm = mpfp if method == "mpfp" else spreading_activation
     try:
-        if seeds:
+        if seeds or await looked_up:  # (without entry points, only the question's entities can start)
             scores, info = await algorithm(loader, seeds, looked_up, budget, cfg)
         query_entities = await looked_up
-        detail.update(
-            {
-                "budget": ctx.request.budget,
-                "max_expanded": budget,
-                "entry_points": len(seeds),
-                "query_entities": sorted(set(query_entities.values())),
-            }
-        )
-        if not seeds:
-            if not query_entities:
-                detail["expanded"] = 0
-                return []
-            scores, info = await algorithm(loader, seeds, query_entities, budget, cfg)
     finally:
         looked_up.cancel()
         loader.cancel()
+    detail.update(
+        {
+            "budget": ctx.request.budget,
+            "max_expanded": budget,
+            "entry_points": len(seeds),
+            "query_entities": sorted(set(query_entities.values())),
+        }
+    )
+    if not seeds and not query_entities:
+        detail["expanded"] = 0
+        return []
     scores = {m: min(v, 1.0) for m, v in scores.items()}  # activation received can add up past 1
     detail.update(info)
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
