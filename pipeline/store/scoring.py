@@ -49,15 +49,14 @@ class ScoringQueries:
         of it, find them cached. At 100k memories the dozen categories of one recall took 3.3 ms,
         most of stage 8, on most recalls of the latency benchmark; a whole project's take ~25 ms,
         which no recall waits for."""
-        cache: dict = self.__dict__.setdefault("_centroids", {})
+        cache = self._centroid_cache()
         now = time.monotonic()
         out: dict[tuple[str, str], np.ndarray] = {}
         wanted = []
         for pair in dict.fromkeys(pairs):
-            hit = cache.get(pair)
-            if hit is not None and now - hit[0] <= max_age_s:
-                if hit[1] is not None:
-                    out[pair] = hit[1]
+            if _fresh(cache.get(pair), now, max_age_s):
+                if cache[pair][1] is not None:
+                    out[pair] = cache[pair][1]
             else:
                 wanted.append(pair)
         if not wanted:
@@ -85,7 +84,7 @@ class ScoringQueries:
             vec = np.asarray(mean.to_numpy() if hasattr(mean, "to_numpy") else mean, dtype=np.float32)
             norm = float(np.linalg.norm(vec))
             found[(project, category)] = vec / norm if norm > 0 else None
-        cache: dict = self.__dict__.setdefault("_centroids", {})
+        cache = self._centroid_cache()
         if len(cache) > 4096:  # bounded: drop everything rather than track an LRU for a 60 s cache
             cache.clear()
         for pair, vec in found.items():
@@ -108,12 +107,9 @@ class ScoringQueries:
                     categories = [c for (c,) in await cur.fetchall()]
                 if len(categories) > PROJECT_CATEGORIES:
                     return
-                now = time.monotonic()
-                cache: dict = self.__dict__.setdefault("_centroids", {})
+                now, cache = time.monotonic(), self._centroid_cache()
                 stale = [
-                    (project, c)
-                    for c in categories
-                    if (hit := cache.get((project, c))) is None or now - hit[0] > max_age_s
+                    (project, c) for c in categories if not _fresh(cache.get((project, c)), now, max_age_s)
                 ]
                 if stale:
                     await self._read_centroids(stale, now)
@@ -124,9 +120,17 @@ class ScoringQueries:
 
         filling[project] = asyncio.ensure_future(fill())
 
+    def _centroid_cache(self) -> dict:
+        """(project, category) -> (monotonic time read, unit centroid or None), process-wide."""
+        return self.__dict__.setdefault("_centroids", {})
+
     def cancel_background_reads(self) -> None:
         for task in list(self.__dict__.get("_filling", {}).values()):
             task.cancel()
+
+
+def _fresh(hit, now: float, max_age_s: float) -> bool:
+    return hit is not None and now - hit[0] <= max_age_s
 
 
 # A project's categories, found by a skip scan of the (project, category) index (one probe per

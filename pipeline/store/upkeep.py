@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ..providers.embedder import unit_rows
-from .graph import NEIGHBOUR_EF_SEARCH
+from .graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
 from .rows import MEMORY_COLUMNS, row_to_memory
 
 
@@ -51,16 +51,6 @@ def _exact_nearest(
         best = sorted(cols, key=lambda j: -sims[i, j])
         out.append([(ids[j], float(sims[i, j])) for j in best])
     return out
-
-
-async def _neighbour_scan(conn, *, force_index: bool, ef_search: int | None) -> None:
-    """Settings, for the transaction, of a LATERAL nearest-neighbour scan per vector: the HNSW index
-    forced (PostgreSQL's planner would read and sort a project of a few thousand memories per vector
-    instead, ~8x slower here), and ``ef_search`` (None: the session's)."""
-    if force_index:
-        await conn.execute("SET LOCAL enable_sort = off")
-    if ef_search is not None:
-        await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
 
 
 class UpkeepQueries:
@@ -104,7 +94,7 @@ class UpkeepQueries:
                 return _exact_nearest(queries, rows, k)
             # The index is not forced for a project this small a share of the store, where an HNSW
             # scan filtered on the project would read most of the index to find k.
-            await _neighbour_scan(conn, force_index=size > selective, ef_search=ef_search)
+            await neighbour_scan(conn, force_index=size > selective, ef_search=ef_search)
             cur = await conn.execute(
                 "SELECT q.ord, n.id, n.sim FROM unnest(%b::vector[]) WITH ORDINALITY AS q(v, ord)"
                 " CROSS JOIN LATERAL ("
@@ -167,7 +157,7 @@ class UpkeepQueries:
             where = "AND (created_at, id) > (%s, %s)"
             params = list(after)
         async with self._connection() as conn, conn.transaction():
-            await _neighbour_scan(conn, force_index=True, ef_search=NEIGHBOUR_EF_SEARCH)
+            await neighbour_scan(conn, force_index=True, ef_search=NEIGHBOUR_EF_SEARCH)
             cur = await conn.execute(
                 "WITH b AS (SELECT id, project, created_at, embedding FROM memories"
                 f"  WHERE embedding IS NOT NULL {where} ORDER BY created_at, id LIMIT %s)"
