@@ -545,11 +545,14 @@ def test_extract_replies_are_checked():
 # -- the graph arm's scale ---------------------------------------------------------------------------
 
 
-async def chained_store(engine_config, embedder):
+def names_only(engine_config):
+    """A config whose writes link no similar or same-day memories: only names and next/previous."""
+    return engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
+
+
+async def chained_store(engine_config, open_engine):
     """Two conversations, linked by next/previous and one name only (no similarity or same-day links)."""
-    cfg = engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
-    eng = Engine(cfg, embedder=embedder)
-    await eng.open()
+    eng = await open_engine(names_only(engine_config))
     turns = [
         ("s1", 0, "the first turn, about painting"),
         ("s1", 1, "the second turn, where Zephyrine speaks"),
@@ -562,14 +565,11 @@ async def chained_store(engine_config, embedder):
     return eng, [r.id for r in done]
 
 
-async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_config, embedder):
-    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, embedder)
+async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_config, open_engine):
+    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, open_engine)
     strong, weak = 0.8, 0.25
-    try:
-        loader = graph._Loader(eng.store, "default", eng.config.graph)
-        scores, info = await graph.mpfp(loader, {a1: strong, b0: weak}, {}, 100, eng.config.graph)
-    finally:
-        await eng.close()
+    loader = graph._Loader(eng.store, "default", eng.config.graph)
+    scores, info = await graph.mpfp(loader, {a1: strong, b0: weak}, {}, 100, eng.config.graph)
     alpha = graph.PUSH_ALPHA
     assert info["paths"] == {"entity": 1, "next": 3, "next2": 4}
     # a1's activation splits between its two neighbours; on next2 each of them keeps alpha of its
@@ -588,11 +588,11 @@ async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_co
 
 
 async def test_the_paths_read_a_shared_hop_once_and_score_as_when_run_one_by_one(
-    engine_config, embedder, monkeypatch
+    engine_config, open_engine, monkeypatch
 ):
     """The meta-paths run concurrently; ``next`` and ``next2`` start from the same frontier, whose
     links are read once. The scores are those of the paths run one after another."""
-    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, embedder)
+    eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, open_engine)
     seeds, cfg = {a1: 0.8, b0: 0.25}, eng.config.graph
     reads: list[tuple[str, ...]] = []
     real = eng.store.memory_edges
@@ -602,17 +602,14 @@ async def test_the_paths_read_a_shared_hop_once_and_score_as_when_run_one_by_one
         return await real(ids, kinds, per_node=per_node)
 
     monkeypatch.setattr(eng.store, "memory_edges", counted)
-    try:
-        together, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
-        shared_reads = sorted(reads)
-        paths, alone = dict(graph.META_PATHS), {}
-        for name, path in paths.items():  # each path by itself
-            monkeypatch.setattr(graph, "META_PATHS", {name: path})
-            scores, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
-            for m, v in scores.items():
-                alone[m] = alone.get(m, 0.0) + v
-    finally:
-        await eng.close()
+    together, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
+    shared_reads = sorted(reads)
+    paths, alone = dict(graph.META_PATHS), {}
+    for name, path in paths.items():  # each path by itself
+        monkeypatch.setattr(graph, "META_PATHS", {name: path})
+        scores, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
+        for m, v in scores.items():
+            alone[m] = alone.get(m, 0.0) + v
     # relates_to, the first hop of next and next2 (once), next2's second hop
     assert shared_reads == [("next",), ("next",), ("relates_to",)]
     assert together.keys() == alone.keys()
@@ -643,28 +640,23 @@ async def test_mention_counts_stop_past_what_the_graph_arm_asks(engine):
 
 
 async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_query(
-    engine_config, embedder
+    engine_config, open_engine
 ):
     """A small store linked by one name only: the graph's one hit is a weak one."""
-    cfg = engine_config.model_copy(update={"graph": GraphConfig(relates_to_k=0, same_time_k=0)})
-    eng = Engine(cfg, embedder=embedder)
-    await eng.open()
-    try:
-        await eng.remember_many(
-            [
-                {"content": "We decided with Priya that releases go out on Tuesdays"},
-                {"content": "We decided to move the billing API to PostgreSQL 16"},
-                {"content": "We decided to drop the Redis cache for user sessions"},
-                {"content": "Priya joined the platform team as tech lead"},
-                {"content": "Sam is allergic to peanuts"},
-            ],
-            chain=False,
-        )
-        req = eng.recall_request("What did we decide?")
-        ctx = RecallContext(config=eng.config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
-        retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
-    finally:
-        await eng.close()
+    eng = await open_engine(names_only(engine_config))
+    await eng.remember_many(
+        [
+            {"content": "We decided with Priya that releases go out on Tuesdays"},
+            {"content": "We decided to move the billing API to PostgreSQL 16"},
+            {"content": "We decided to drop the Redis cache for user sessions"},
+            {"content": "Priya joined the platform team as tech lead"},
+            {"content": "Sam is allergic to peanuts"},
+        ],
+        chain=False,
+    )
+    req = eng.recall_request("What did we decide?")
+    ctx = RecallContext(config=eng.config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
+    retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
     weights = eng.config.recall.arm_weights
     fused = {c.memory.id: c for c in score_fusion(retrieved, weights)}
     graph_scores = {m.id: s for m, s in retrieved.lists["graph"]}

@@ -411,6 +411,15 @@ def _labels(name: str) -> dict[str, dict]:
     return {r["text"]: r for r in rows}
 
 
+async def bench_with_llm(settings, file: str, provider, embedder):
+    """``bench topics --llm`` on one labelled file of tests/data, with this provider."""
+    from memlane.server.bench import topicsbench
+
+    return await topicsbench.run(
+        settings, [DATA / file], DATA / "topics_taxonomy.toml", llm=True, provider=provider, embedder=embedder
+    )
+
+
 async def test_bench_topics_scores_the_llm_path_against_the_labels(tmp_path, embedder):
     import html
 
@@ -430,14 +439,7 @@ async def test_bench_topics_scores_the_llm_path_against_the_labels(tmp_path, emb
     llm = ScriptedLLM()
     llm.enqueue("topics", *[oracle] * 10)
     settings = load(None, data_dir=tmp_path)
-    report = await topicsbench.run(
-        settings,
-        [DATA / "topics_labelled.jsonl"],
-        DATA / "topics_taxonomy.toml",
-        llm=True,
-        provider=llm,
-        embedder=embedder,
-    )
+    report = await bench_with_llm(settings, "topics_labelled.jsonl", llm, embedder)
     entry = report["files"]["topics_labelled.jsonl"]
     calls = llm.calls_for("topics")
     wrong_types = sum(
@@ -455,18 +457,9 @@ async def test_bench_topics_scores_the_llm_path_against_the_labels(tmp_path, emb
 
 
 async def test_bench_topics_counts_memories_the_llm_failed_as_offline(tmp_path, embedder):
-    from memlane.server.bench import topicsbench
-
     llm = ScriptedLLM()
     llm.enqueue("topics", *[failing("HTTP 503")] * 10)
-    report = await topicsbench.run(
-        load(None, data_dir=tmp_path),
-        [DATA / "topics_heldout.jsonl"],
-        DATA / "topics_taxonomy.toml",
-        llm=True,
-        provider=llm,
-        embedder=embedder,
-    )
+    report = await bench_with_llm(load(None, data_dir=tmp_path), "topics_heldout.jsonl", llm, embedder)
     entry = report["files"]["topics_heldout.jsonl"]
     assert entry["llm"]["kept_offline"] == entry["memories"] == 40
     assert {k: entry["llm"][k] for k in ("topic", "fact_type")} == entry["offline"]
