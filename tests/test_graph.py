@@ -14,7 +14,7 @@ from memlane.pipeline.fuse import score_fusion
 from memlane.pipeline.intent import analyse_offline
 from memlane.pipeline.records import Query
 from memlane.pipeline.retrieve import retrieve
-from memlane.pipeline.store import upkeep
+from memlane.pipeline.store import vectors
 from memlane.pipeline.tokens import count_tokens
 
 pytestmark = pytest.mark.anyio
@@ -231,9 +231,10 @@ async def test_update_with_new_content_re_extracts_entities(engine, database_url
     assert mentions(database_url, m.id) == {"carol", "main.py"}
 
 
-async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, monkeypatch):
-    """Small projects are read whole and searched in numpy, large ones through HNSW: same answers
-    (on a store this small HNSW is exact), expired memories and other projects left out of both."""
+async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, database_url, monkeypatch):
+    """Small projects are read whole and searched in numpy, those with their own vector index through
+    HNSW: same answers (on a store this small HNSW is exact), expired memories and other projects
+    left out of both."""
     texts = [f"note {i}: {w} about the {t} service" for i, (w, t) in
              enumerate([(w, t) for w in ("decision", "incident", "question", "plan", "review")
                         for t in ("billing", "search", "login", "mail", "backup", "report")])]  # fmt: skip
@@ -250,7 +251,14 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
         ["a decision about billing", "the login incident", "mail backups"]
     )
     exact = await engine.store.nearest_many("near", queries, 4)
-    monkeypatch.setattr(upkeep, "EXACT_ROWS_PER_VECTOR", 0)
+    monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", 10)
+    await engine.store.index_projects({"near", "elsewhere"})  # "elsewhere" holds 1: no index
+    with psycopg.connect(database_url) as conn:
+        assert [r[0] for r in conn.execute("SELECT project FROM memlane_vector_indexes")] == ["near"]
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT id FROM memories WHERE project = 'near' ORDER BY embedding <=> '{list(queries[0])}' LIMIT 4"
+        ))  # fmt: skip
+    assert vectors.index_name("near") in plan
     indexed = await engine.store.nearest_many("near", queries, 4, ef_search=200)
     assert [[m for m, _ in hits] for hits in exact] == [[m for m, _ in hits] for hits in indexed]
     for e_hits, i_hits in zip(exact, indexed, strict=True):
@@ -261,13 +269,14 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
     assert exact[0][0][1] > exact[0][-1][1]
 
 
-@pytest.mark.parametrize("exact_rows", [upkeep.EXACT_ROWS_PER_VECTOR, 0], ids=["exact", "index"])
+@pytest.mark.parametrize("index_min", [vectors.PROJECT_INDEX_MIN, 1], ids=["exact", "index"])
 async def test_maintain_rebuilds_emptied_graph_tables_identically(
-    engine, database_url, monkeypatch, exact_rows
+    engine, database_url, monkeypatch, index_min
 ):
-    # The write path finds relates_to neighbours before the insert (exactly, or through HNSW),
-    # maintain in SQL after it: both must give the same links.
-    monkeypatch.setattr(upkeep, "EXACT_ROWS_PER_VECTOR", exact_rows)
+    # The write path finds relates_to neighbours before the insert (exactly, or through the project's
+    # HNSW index, made before the second write when index_min is 1), maintain in SQL after it: both
+    # must give the same links.
+    monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", index_min)
     convo = [
         {"content": f"{who}: turn {i} about the PyCon talk and node.js", "source": f"s{i // 4}", "position": i % 4,
          "occurred_at": f"2024-05-0{1 + i // 4}T10:{i:02d}:00Z"}
@@ -288,6 +297,7 @@ async def test_maintain_rebuilds_emptied_graph_tables_identically(
 
     before = snapshot()
     assert before[0] and before[1] and len(before[2]) == 14
+    assert bool(rows(database_url, "SELECT project FROM memlane_vector_indexes")) == (index_min == 1)
     with psycopg.connect(database_url) as conn:
         conn.execute("TRUNCATE memory_links, memory_entities, memory_linked, memlane_entities")
     progress = []

@@ -28,6 +28,7 @@ from uuid import UUID
 import psycopg
 
 from ..entities import Entity, first_names, resolve_aliases
+from .vectors import project_is
 
 EXTRACTOR_VERSION = 1
 # A handful of neighbours (relates_to links, remember's similar check, maintain's merge probes) needs a
@@ -47,9 +48,9 @@ _MENTIONS_UP_TO = (
 async def neighbour_scan(conn, *, force_index: bool, ef_search: int | None) -> None:
     """Settings, for the transaction, of a LATERAL nearest-neighbour scan per vector: the HNSW index
     forced when ``force_index`` (PostgreSQL's planner would read and sort a project of a few
-    thousand memories per vector instead, ~8x slower here), and ``ef_search`` (None: the session's)."""
-    if force_index:
-        await conn.execute("SET LOCAL enable_sort = off")
+    thousand memories per vector instead, ~8x slower here), or sorting allowed again when not (the
+    setting lasts for the transaction), and ``ef_search`` (None: the session's)."""
+    await conn.execute(f"SET LOCAL enable_sort = {'off' if force_index else 'on'}")
     if ef_search is not None:
         await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
 
@@ -165,22 +166,30 @@ async def write_links(
         "relates_to",
         [(it.memory_id, dst, w) for it in items if it.relates is not None for dst, w in it.relates],
     )
-    search = [it.memory_id for it in items if it.relates is None]
-    if search:
-        await neighbour_scan(conn, force_index=False, ef_search=NEIGHBOUR_EF_SEARCH)
+    search: dict[str, list[UUID]] = {}
+    for it in items:
+        if it.relates is None:
+            search.setdefault(it.project, []).append(it.memory_id)
+    for project, found in search.items():  # one statement per project: it names the project (vectors.py)
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM memlane_vector_indexes WHERE project = %s)", (project,)
+        )
+        await neighbour_scan(conn, force_index=(await cur.fetchone())[0], ef_search=NEIGHBOUR_EF_SEARCH)
         cur = await conn.execute(
             "INSERT INTO memory_links (src, dst, kind, weight)"
             " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"
             " CROSS JOIN LATERAL ("
             "   SELECT o.id, (1 - (o.embedding <=> n.embedding))::real AS sim FROM memories o"
-            "    WHERE o.project = n.project AND o.embedding IS NOT NULL"
+            f"    WHERE {project_is('o.project', project)} AND o.embedding IS NOT NULL"
             "      AND (o.created_at, o.id) < (n.created_at, n.id)"
             "    ORDER BY o.embedding <=> n.embedding LIMIT %s) nb"
             " WHERE n.id = ANY(%s) AND n.embedding IS NOT NULL AND nb.sim >= %s"
             " ORDER BY 1, 2 ON CONFLICT DO NOTHING",
-            (settings.relates_to_k, search, settings.relates_to_min_similarity),
+            (settings.relates_to_k, found, settings.relates_to_min_similarity),
         )
         counts["relates_to"] += cur.rowcount
+    if search:  # the statements below sort
+        await conn.execute("SET LOCAL enable_sort = on")
     cur = await conn.execute(
         "INSERT INTO memory_links (src, dst, kind)"
         " SELECT a.id, b.id, 'next' FROM memories n"

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from ..errors import ModelMismatch
 from ..records import Memory
 from .rows import MEMORY_COLUMNS, row_to_memory
+from .vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
 # average memory length, and the tsquery that selects candidates.
@@ -130,7 +131,8 @@ class SearchQueries:
     def _where(
         project, query, k, category, tags, common_df, topics=(), fact_types=()
     ) -> tuple[str, dict[str, Any]]:
-        filters = ["m.project = %(project)s", "(m.expires_at IS NULL OR m.expires_at > now())"]
+        # The project in the text: its own vector index serves the vector arm (store/vectors.py).
+        filters = [project_is("m.project", project), "(m.expires_at IS NULL OR m.expires_at > now())"]
         params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
         if category is not None:
             filters.append("m.category = %(category)s")

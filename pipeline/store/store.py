@@ -34,6 +34,7 @@ from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMis
 from ..records import Memory
 from ..validate import content_hash
 from . import migrate as migrations
+from . import vectors
 from .browse import BrowseQueries
 from .graph import GraphQueries, LinkItem, LinkPlan, unlink_content, write_links
 from .handles import HandleQueries
@@ -42,6 +43,7 @@ from .scoring import ScoringQueries
 from .search import SearchQueries
 from .topics import TopicQueries, add_to_sums, upsert_topic_sums
 from .upkeep import UpkeepQueries
+from .vectors import VectorIndexQueries, project_is
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,14 @@ class StoredRow:
 
 
 class Store(
-    SearchQueries, HandleQueries, BrowseQueries, TopicQueries, UpkeepQueries, ScoringQueries, GraphQueries
+    SearchQueries,
+    HandleQueries,
+    BrowseQueries,
+    TopicQueries,
+    UpkeepQueries,
+    ScoringQueries,
+    GraphQueries,
+    VectorIndexQueries,
 ):
     def __init__(
         self,
@@ -134,6 +143,7 @@ class Store(
         self._in_use = 0
         self._answered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # conn -> monotonic
         self._closing: set[asyncio.Task] = set()
+        self._indexed: set[str] = set()  # projects known to have their vector index (vectors.py)
 
     async def open(self) -> None:
         try:
@@ -394,6 +404,9 @@ class Store(
             )
             have = dict(await cur.fetchall())
             if have.get("embedding_model") == model_id and have.get("embedding_dim") == str(dim):
+                async with conn.transaction():
+                    if await vectors.replace_global_index(conn):
+                        log.info("the vector index over every project is now one index per project")
                 return
             if have:
                 cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
@@ -412,14 +425,12 @@ class Store(
             # The model's row first: writers share-lock it before touching memories (_check_model),
             # so taking it before the table keeps one lock order and no deadlock.
             await conn.execute("SELECT 1 FROM memlane_settings WHERE key = 'embedding_model' FOR UPDATE")
-            await conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
+            indexed = await vectors.drop_all(conn)
             await conn.execute("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL")
             await conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
             # Automatic topics' centroids are sums of the old model's vectors: they start again.
             await conn.execute("DELETE FROM memlane_topics")
-            await conn.execute(
-                "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
-            )
+            await vectors.recreate(conn, indexed)
             for k, v in (("embedding_model", model_id), ("embedding_dim", str(dim))):
                 await conn.execute(
                     "INSERT INTO memlane_settings (key, value) VALUES (%s, %s)"
@@ -445,6 +456,7 @@ class Store(
         if the store's recorded model is another one (``memlane reembed`` ran meanwhile)."""
         if not rows:
             return []
+        await self.index_projects({r.project for r in rows})
         async with self._connection() as conn, conn.transaction():
             await self._serialise_writes(conn, [r.project for r in rows])
             if model_id is not None:
@@ -784,8 +796,9 @@ class Store(
         """A bare pgvector top-k on one project: the floor any vector recall must pay (bench)."""
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT id FROM memories WHERE project = %s ORDER BY embedding <=> %s LIMIT %s",
-                (project, np.asarray(embedding, dtype=np.float32), k),
+                f"SELECT id FROM memories WHERE {project_is('project', project)}"
+                " ORDER BY embedding <=> %s LIMIT %s",
+                (np.asarray(embedding, dtype=np.float32), k),
             )
             return [r[0] for r in await cur.fetchall()]
 

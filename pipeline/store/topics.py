@@ -10,6 +10,8 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
+from .vectors import project_is
+
 
 async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: dict[tuple[str, str], list]) -> None:
     """Add ``{(project, name): [vector sum, members, key terms]}`` to the automatic topics, creating
@@ -146,7 +148,7 @@ class TopicQueries:
             cur = await conn.execute(
                 "WITH c AS (SELECT avg(embedding) AS v FROM memories"
                 "  WHERE project = %(p)s AND category = %(c)s AND embedding IS NOT NULL)"
-                " SELECT m.content FROM memories m, c WHERE m.project = %(p)s AND m.category = %(c)s"
+                f" SELECT m.content FROM memories m, c WHERE {project_is('m.project', project)} AND m.category = %(c)s"
                 " AND m.embedding IS NOT NULL AND c.v IS NOT NULL ORDER BY m.embedding <=> c.v, m.content_hash LIMIT %(n)s",
                 {"p": project, "c": category, "n": n},
             )

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from ..providers.embedder import unit_rows
 from .graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
 from .rows import MEMORY_COLUMNS, row_to_memory
+from .vectors import project_is
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +27,6 @@ class MergeProbe:
     project: str
     key: tuple[datetime, UUID]
     neighbours: tuple[tuple[UUID, float, tuple[datetime, UUID]], ...]
-
-
-# nearest_many reads a project whole and searches it in numpy when it has at most this many memories
-# per vector searched: reading a row costs about what 1/25 of an HNSW search does (measured here).
-EXACT_ROWS_PER_VECTOR = 20
-# ... and forces the HNSW index only for a project holding at least this share of all memories.
-HNSW_MIN_SHARE = 0.02
 
 
 def _exact_nearest(
@@ -62,28 +56,16 @@ class UpkeepQueries:
         first statement of a remember or an ingest, which then fails whole ("retry the call") as a
         write does.
 
-        Two ways, whichever reads less: a project with at most ``EXACT_ROWS_PER_VECTOR`` memories per
-        vector of the batch is read whole and searched exactly in numpy (a bulk remember into a
-        project of a few thousand memories); otherwise one statement runs a LATERAL HNSW scan per
-        vector with ``ef_search`` (None: the session's) for a few neighbours. The index is forced
-        for a project of at least ``HNSW_MIN_SHARE`` of the store: PostgreSQL's planner prices
-        pgvector's index scan above reading a project of a few thousand rows and sorting them,
-        which costs ~8x more per vector here. A smaller share is left to the planner."""
+        A project with its own vector index (store/vectors.py) is searched through it, one LATERAL
+        HNSW scan per vector with ``ef_search`` (None: the session's), the index forced: PostgreSQL's
+        planner prices pgvector's scan above reading and sorting a project of a few thousand rows,
+        which costs ~8x more per vector here. A smaller project is read whole, once for the batch,
+        and searched exactly in numpy."""
         if not embeddings or k < 1:
             return [[] for _ in embeddings]
         queries = np.asarray(embeddings, dtype=np.float32)
-        exact_rows = EXACT_ROWS_PER_VECTOR * len(embeddings)
         async with self._connection() as conn, conn.transaction():
-            # The project's size, counted up to what decides the way (one round trip).
-            cur = await conn.execute(
-                "WITH s AS (SELECT floor(greatest(reltuples, 0) * %s)::bigint AS selective FROM pg_class"
-                "  WHERE oid = 'memories'::regclass)"
-                " SELECT s.selective, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE project = %s"
-                "  LIMIT greatest(%s, s.selective) + 1) t) FROM s",
-                (HNSW_MIN_SHARE, project, exact_rows),
-            )
-            selective, size = await cur.fetchone()
-            if size <= exact_rows:
+            if not await self.is_indexed(conn, project):
                 async with conn.cursor(binary=True) as bcur:  # vectors as bytes, not decimal text
                     await bcur.execute(
                         "SELECT id, embedding FROM memories WHERE project = %s AND embedding IS NOT NULL"
@@ -92,17 +74,15 @@ class UpkeepQueries:
                     )
                     rows = await bcur.fetchall()
                 return _exact_nearest(queries, rows, k)
-            # The index is not forced for a project this small a share of the store, where an HNSW
-            # scan filtered on the project would read most of the index to find k.
-            await neighbour_scan(conn, force_index=size > selective, ef_search=ef_search)
+            await neighbour_scan(conn, force_index=True, ef_search=ef_search)
             cur = await conn.execute(
                 "SELECT q.ord, n.id, n.sim FROM unnest(%b::vector[]) WITH ORDINALITY AS q(v, ord)"
                 " CROSS JOIN LATERAL ("
                 "  SELECT m.id, 1 - (m.embedding <=> q.v) AS sim FROM memories m"
-                "  WHERE m.project = %s AND m.embedding IS NOT NULL"
+                f"  WHERE {project_is('m.project', project)} AND m.embedding IS NOT NULL"
                 "    AND (m.expires_at IS NULL OR m.expires_at > now())"
                 "  ORDER BY m.embedding <=> q.v LIMIT %s) n",
-                (list(queries), project, k),
+                (list(queries), k),
             )
             found = await cur.fetchall()
         out: list[list[tuple[UUID, float]]] = [[] for _ in embeddings]
@@ -151,25 +131,36 @@ class UpkeepQueries:
 
     async def merge_probes(self, after: tuple[datetime, UUID] | None, batch: int, k: int) -> list[MergeProbe]:
         """The next ``batch`` memories in (created_at, id) order after ``after``, each with its ``k``
-        nearest neighbours in its project: one statement."""
+        nearest neighbours in its project: one statement per project of the batch, which names it
+        (its vector index serves only a query that does, store/vectors.py)."""
         where, params = "", []
         if after is not None:
             where = "AND (created_at, id) > (%s, %s)"
             params = list(after)
         async with self._connection() as conn, conn.transaction():
-            await neighbour_scan(conn, force_index=True, ef_search=NEIGHBOUR_EF_SEARCH)
             cur = await conn.execute(
-                "WITH b AS (SELECT id, project, created_at, embedding FROM memories"
-                f"  WHERE embedding IS NOT NULL {where} ORDER BY created_at, id LIMIT %s)"
-                " SELECT b.id, b.project, b.created_at, n.id, n.sim, n.created_at FROM b"
-                " LEFT JOIN LATERAL ("
-                "  SELECT m.id, 1 - (m.embedding <=> b.embedding) AS sim, m.created_at FROM memories m"
-                "  WHERE m.project = b.project AND m.embedding IS NOT NULL AND m.id <> b.id"
-                "  ORDER BY m.embedding <=> b.embedding LIMIT %s) n ON true"
-                " ORDER BY b.created_at, b.id, n.sim DESC",
-                (*params, batch, k),
+                f"SELECT id, project FROM memories WHERE embedding IS NOT NULL {where}"
+                " ORDER BY created_at, id LIMIT %s",
+                (*params, batch),
             )
-            rows = await cur.fetchall()
+            by_project: dict[str, list[UUID]] = {}
+            for mid, project in await cur.fetchall():
+                by_project.setdefault(project, []).append(mid)
+            rows = []
+            for project, ids in by_project.items():
+                indexed = await self.is_indexed(conn, project)
+                await neighbour_scan(conn, force_index=indexed, ef_search=NEIGHBOUR_EF_SEARCH)
+                cur = await conn.execute(
+                    "WITH b AS (SELECT id, project, created_at, embedding FROM memories WHERE id = ANY(%s))"
+                    " SELECT b.id, b.project, b.created_at, n.id, n.sim, n.created_at FROM b"
+                    " LEFT JOIN LATERAL ("
+                    "  SELECT m.id, 1 - (m.embedding <=> b.embedding) AS sim, m.created_at FROM memories m"
+                    f"  WHERE {project_is('m.project', project)} AND m.embedding IS NOT NULL AND m.id <> b.id"
+                    "  ORDER BY m.embedding <=> b.embedding LIMIT %s) n ON true",
+                    (ids, k),
+                )
+                rows += await cur.fetchall()
+        rows.sort(key=lambda r: (r[2], r[0], -(r[4] if r[4] is not None else -2.0)))
         probes: dict[UUID, MergeProbe] = {}
         for bid, project, created, nid, sim, ncreated in rows:
             p = probes.get(bid)

@@ -26,6 +26,7 @@ import httpx2 as httpx
 
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.engine import Engine
+from memlane.pipeline.store import vectors
 
 from .app import create_app
 from .metrics import RecallLog
@@ -59,7 +60,7 @@ async def fill(engine: Engine, n: int) -> None:
         have = (await cur.fetchone())[0]
         if have >= n:
             return
-        await conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
+        await conn.execute(f"DROP INDEX IF EXISTS {vectors.index_name('big')}")
         words = {
             "cats": CATEGORIES,
             "things": THINGS.split(),
@@ -70,9 +71,8 @@ async def fill(engine: Engine, n: int) -> None:
             await conn.execute(FILL, {**words, "lo": lo, "hi": min(n, lo + 19999)})
             print(f"stored {min(n, lo + 19999)} memories", flush=True)
         await conn.execute("SET maintenance_work_mem = '512MB'")
-        await conn.execute(
-            "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
-        )
+        async with conn.transaction():
+            await vectors.create_index(conn, "big")
         # 1% recalled now and then, so "most recalled" has rows to sort.
         await conn.execute(
             "INSERT INTO memory_access SELECT id, (random() * 50)::int + 1, now() FROM memories"
