@@ -28,7 +28,7 @@ from uuid import UUID
 import psycopg
 
 from ..entities import Entity, first_names, resolve_aliases
-from .vectors import project_is
+from .vectors import has_index, project_is
 
 EXTRACTOR_VERSION = 1
 # A handful of neighbours (relates_to links, remember's similar check, maintain's merge probes) needs a
@@ -171,10 +171,7 @@ async def write_links(
         if it.relates is None:
             search.setdefault(it.project, []).append(it.memory_id)
     for project, found in search.items():  # one statement per project: it names the project (vectors.py)
-        cur = await conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM memlane_vector_indexes WHERE project = %s)", (project,)
-        )
-        await neighbour_scan(conn, force_index=(await cur.fetchone())[0], ef_search=NEIGHBOUR_EF_SEARCH)
+        await neighbour_scan(conn, force_index=await has_index(conn, project), ef_search=NEIGHBOUR_EF_SEARCH)
         cur = await conn.execute(
             "INSERT INTO memory_links (src, dst, kind, weight)"
             " SELECT n.id, nb.id, 'relates_to', nb.sim FROM memories n"

@@ -68,6 +68,12 @@ async def create_index(conn: psycopg.AsyncConnection, project: str) -> None:
     )
 
 
+async def has_index(conn: psycopg.AsyncConnection, project: str) -> bool:
+    """Whether the registry lists the project's index."""
+    cur = await conn.execute("SELECT 1 FROM memlane_vector_indexes WHERE project = %s", (project,))
+    return await cur.fetchone() is not None
+
+
 async def indexed_projects(conn: psycopg.AsyncConnection) -> list[str]:
     cur = await conn.execute("SELECT project FROM memlane_vector_indexes ORDER BY project")
     return [r[0] for r in await cur.fetchall()]
@@ -115,10 +121,10 @@ class VectorIndexQueries:
     _indexed: set[str]
 
     async def is_indexed(self, conn: psycopg.AsyncConnection, project: str) -> bool:
+        """``has_index``, remembered once true (an index is dropped only to be made again)."""
         if project in self._indexed:
             return True
-        cur = await conn.execute("SELECT 1 FROM memlane_vector_indexes WHERE project = %s", (project,))
-        if await cur.fetchone() is None:
+        if not await has_index(conn, project):
             return False
         self._indexed.add(project)
         return True
