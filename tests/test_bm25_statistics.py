@@ -75,3 +75,30 @@ async def test_rare_words_outweigh_words_every_memory_has(engine):
     await engine.remember({"content": "Alice: my sister adopted a greyhound"})
     res = await engine.recall(engine.recall_request("Alice greyhound", limit=1))
     assert res.memories[0][0].content == "Alice: my sister adopted a greyhound"
+
+
+async def test_inline_bm25_equals_the_reference_function(engine, database_url):
+    # The keyword arm scores with an inline form of migration 0002's memlane_bm25 (store/search.py);
+    # repeated words (tf > 1), words the query lacks and lengths far from the average all count.
+    from memlane.pipeline.store.search import BM25, QUERY_CTES
+
+    texts = [
+        "Deploy deploy deploy: the deploy pipeline failed on Friday",
+        "The billing team reviews the deploy checklist every week with Priya",
+        "Priya prefers tmux",
+        "A long note about the weather, the garden, the holidays, the dog and an unrelated deploy",
+        "Nothing in common here",
+    ]
+    for t in texts:
+        await engine.remember({"content": t, "project": "bm"})
+    query = "who reviews the deploy pipeline checklist, Priya?"
+    sql = (
+        f"WITH {QUERY_CTES} SELECT m.content, {BM25},"
+        " memlane_bm25(m.tsv, qidf.lexemes, qidf.idfs, qidf.avgdl) FROM memories m, qidf WHERE m.project = 'bm'"
+    )
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(sql, {"q": query, "project": "bm", "common_df": 1.0}).fetchall()
+    assert len(rows) == len(texts)
+    assert sum(1 for _, inline, _ in rows if inline > 0) == 4
+    for content, inline, reference in rows:
+        assert inline == pytest.approx(reference, rel=1e-12), content
