@@ -9,17 +9,41 @@ from memlane.pipeline.store import vectors
 pytestmark = pytest.mark.anyio
 
 
-def _vector_indexes(database_url) -> tuple[set[str], set[str]]:
-    """(indexed projects in the registry, hnsw indexes on memories)."""
+def _vector_indexes(database_url, method: str = "hnsw") -> tuple[set[str], set[str]]:
+    """(indexed projects in the registry, the indexes on memories.tsv or with ``method``)."""
     with psycopg.connect(database_url) as conn:
         registry = {r[0] for r in conn.execute("SELECT project FROM memlane_vector_indexes")}
         indexes = {
             r[0]
             for r in conn.execute(
-                "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%%hnsw%%'"
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE %s",
+                ("%(tsv)%" if method == "tsv" else f"%USING {method}%",),
             )
         }
     return registry, indexes
+
+
+def _keyword_plan(database_url, project: str, query: str) -> str:
+    """The plan of the keyword arm's candidate query (store/search.py), with the b-tree indexes on
+    memories out of the way (in a transaction rolled back): a store this small is read off them."""
+    from memlane.pipeline.store.search import QUERY_CTES, SQL_ARMS, SearchQueries
+
+    where, params = SearchQueries._where(project, query, 5, None, (), 1.0)
+    with psycopg.connect(database_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        for (name,) in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%%USING btree%%'"
+            " AND indexname <> 'memories_pkey'"
+        ).fetchall():
+            conn.execute(f"DROP INDEX {name}")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                f"EXPLAIN WITH {QUERY_CTES} {SQL_ARMS['keyword'].select.format(where=where)}", params
+            )
+        )
+        conn.rollback()
+    return plan
 
 
 def _plan(database_url, project: str, vector: list[float]) -> str:
@@ -54,6 +78,10 @@ async def test_a_project_gets_its_index_once_it_is_big_enough_and_recall_uses_it
     query = engine.embedder.embed_query("the login plan")
     assert vectors.index_name(odd) in _plan(database_url, odd, query)
     assert vectors.index_name(odd) not in _plan(database_url, "small", query)
+    # Its full-text index too, which the keyword arm reads; the small project is read off its b-tree.
+    assert _vector_indexes(database_url, "tsv") == ({odd}, {vectors.text_index_name(odd)})
+    assert vectors.text_index_name(odd) in _keyword_plan(database_url, odd, "login plan")
+    assert "memories_tsv_" not in _keyword_plan(database_url, "small", "login plan")
     res = await engine.recall(engine.recall_request("the login plan", project=odd))
     assert res.memories[0][0].content == "note 2 about the login plan"
     res = await engine.recall(engine.recall_request("a note", project="small"))
@@ -73,22 +101,54 @@ async def test_a_store_with_one_index_for_every_project_gets_one_per_project_on_
     finally:
         await eng.close()
     assert _vector_indexes(database_url) == ({"big"}, {vectors.index_name("big")})
-    # Put the store back as it was before migration 0008: one index over every project.
+    # Put the store back as it was before migration 0008: one index of each kind over every project.
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"DROP INDEX {vectors.index_name('big')}")
+        conn.execute(f"DROP INDEX {vectors.text_index_name('big')}")
         conn.execute("DROP TABLE memlane_vector_indexes")
-        conn.execute("DELETE FROM memlane_migrations WHERE version = 8")
+        conn.execute("DELETE FROM memlane_migrations WHERE version >= 8")
         conn.execute(
             f"CREATE INDEX {vectors.GLOBAL_INDEX} ON memories USING hnsw (embedding vector_cosine_ops)"
         )
+        conn.execute("CREATE INDEX memories_tsv ON memories USING gin (tsv)")
     eng = Engine(engine_config, embedder=embedder)
     await eng.open()
     try:
         assert _vector_indexes(database_url) == ({"big"}, {vectors.index_name("big")})
+        assert _vector_indexes(database_url, "tsv") == ({"big"}, {vectors.text_index_name("big")})
         res = await eng.recall(eng.recall_request("big note 3", project="big"))
         assert res.memories[0][0].content == "big note 3"
         # Switching the model (reembed) clears the vectors and keeps one index per indexed project.
         await eng.store.switch_model(embedder.model_id, embedder.dim)
         assert _vector_indexes(database_url) == ({"big"}, {vectors.index_name("big")})
+        assert _vector_indexes(database_url, "tsv") == ({"big"}, {vectors.text_index_name("big")})
+    finally:
+        await eng.close()
+
+
+async def test_migration_0009_gives_indexed_projects_the_full_text_index_python_names(
+    engine_config, embedder, database_url, monkeypatch
+):
+    monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", 3)
+    odd = "café 'ops' 100%"  # the SQL digest of a name with non-ASCII, quotes and % is Python's
+    eng = Engine(engine_config, embedder=embedder)
+    await eng.open()
+    try:
+        await eng.remember_many([{"content": f"deploy note {i}", "project": odd} for i in range(4)])
+        await eng.remember({"content": "deploy note 4", "project": odd})
+    finally:
+        await eng.close()
+    # Back to schema 8: the project has its vector index, the full-text index covers every project.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {vectors.text_index_name(odd)}")
+        conn.execute("DELETE FROM memlane_migrations WHERE version >= 9")
+        conn.execute("CREATE INDEX memories_tsv ON memories USING gin (tsv)")
+    assert _vector_indexes(database_url, "tsv") == ({odd}, {"memories_tsv"})
+    eng = Engine(engine_config, embedder=embedder)
+    await eng.open()
+    try:
+        assert _vector_indexes(database_url, "tsv") == ({odd}, {vectors.text_index_name(odd)})
+        res = await eng.recall(eng.recall_request("deploy note 2", project=odd), arms=("keyword",))
+        assert res.memories[0][0].content == "deploy note 2"
     finally:
         await eng.close()
