@@ -144,6 +144,8 @@ class RecallResult:
     rendered: dict[str, Any] = field(default_factory=dict)  # what the client's model reads (render.py)
 
 
-def stable_key(m: Memory) -> tuple[str, str]:
-    """Tie-breaker that is the same in every run and every store (ids are random)."""
-    return (m.content, m.occurred_at.isoformat() if m.occurred_at else "")
+def stable_key(m: Memory) -> tuple[str, float]:
+    """Tie-breaker that is the same in every run and every store (ids are random): the content, then
+    when it happened (undated first). Every sort of candidates computes it for each of them, a few
+    hundred per recall: a timestamp, not an ISO string (which took 13% of a recall's Python time)."""
+    return (m.content, m.occurred_at.timestamp() if m.occurred_at else float("-inf"))
