@@ -152,6 +152,14 @@ async def _none():
     return None
 
 
+async def _access_stats(ctx, candidates: list[Candidate]):
+    """The candidates' access statistics: from the read recall started after retrieval (for every
+    retrieved memory), else read now."""
+    if getattr(ctx, "access_read", None) is not None:
+        return await ctx.access_read
+    return await ctx.store.access_stats([c.memory.id for c in candidates])
+
+
 async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     req, cfg = ctx.request, ctx.config.recall
     if not ctx.adjustments:
@@ -172,7 +180,7 @@ async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
     # The two reads (access statistics, category match) are independent: one round trip's wait.
     access, matched = await asyncio.gather(
-        ctx.store.access_stats([c.memory.id for c in candidates]) if "priority" in active else _none(),
+        _access_stats(ctx, candidates) if "priority" in active else _none(),
         match_categories(ctx, candidates, pairs) if "category" in active and pairs else _none(),
     )
     inputs.access = access or {}

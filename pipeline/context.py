@@ -37,6 +37,7 @@ class RecallContext:
     fast_path: bool = False  # set by intent routing: no synthesis, HyDE or rerank
     adjustments: bool = True  # stage 8 on (the benchmark's ablation switches it off)
     query_embedding: Any = None  # the question's embedding, kept by retrieval for stage 8
+    access_read: Any = None  # stage 8's read of the candidates' access statistics, started after stage 4
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

@@ -233,6 +233,26 @@ async def _stages(ctx: RecallContext) -> RecallResult:
         ctx.trace.route = "deferred: waiting for the client's model"
         return RecallResult(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
     found = await (_across_projects(ctx, query) if req.spans_projects else _retrieve(ctx, query))
+    # Stage 8 reads the candidates' access statistics: read them for every retrieved memory now,
+    # while stages 5-7 run, rather than for the survivors after (one round trip off the path).
+    if ctx.adjustments and "priority" in adjust.active_factors(
+        cfg.decay, cfg.adjust, spans_projects=req.spans_projects
+    ):
+        ctx.access_read = asyncio.ensure_future(
+            ctx.store.access_stats([m.id for m in found.memories.values()])
+        )
+    try:
+        return await _rank_and_pack(ctx, found)
+    finally:
+        if ctx.access_read is not None:
+            ctx.access_read.cancel()
+            if ctx.access_read.done() and not ctx.access_read.cancelled():
+                ctx.access_read.exception()  # (stage 8 reported it, if it ran)
+
+
+async def _rank_and_pack(ctx: RecallContext, found: retrieve.Retrieved) -> RecallResult:
+    """Stages 5-9."""
+    req, cfg = ctx.request, ctx.config.recall
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
     candidates = await run_stage(ctx, "rerank", rerank.rerank, candidates, fallback=candidates)
     floor = {
