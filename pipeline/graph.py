@@ -373,6 +373,7 @@ async def _score_on_store_arms(ctx, query, retrieved, ids: list[UUID]) -> None:
         arms=arms[:1],
         preselected={arms[0]: ids},
         common_df=ctx.config.recall.keyword_common_df,
+        terms=retrieved.terms,  # (the question's, as the keyword arm read them)
     )
     from .retrieve import calibrated
 

@@ -20,6 +20,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from . import arms as arm_registry
 from .errors import EmbeddingFailed
@@ -48,6 +49,7 @@ class Retrieved:
     notes: dict[str, object] = field(default_factory=dict)  # arm -> what it did, for the stage's detail
     embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
     details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
+    terms: Any = None  # the question's QueryTerms (store/search.py), when the keyword arm read them
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -115,6 +117,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
     degraded: str | None = None
     preselected: list[dict[str, list]] = [{} for _ in texts]
+    terms: list = [None for _ in texts]  # per text: its QueryTerms, read by the keyword arm's statement
     vectors: list = []
     if wants_embedding:
         tasks = {
@@ -151,8 +154,12 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
                             tasks[(i, name)] = asyncio.ensure_future(
                                 ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
                             )
-            for (i, name), ids in zip(tasks, await asyncio.gather(*tasks.values()), strict=True):
+            for (i, name), (ids, found_terms) in zip(
+                tasks, await asyncio.gather(*tasks.values()), strict=True
+            ):
                 preselected[i][name] = ids
+                if found_terms is not None:
+                    terms[i] = found_terms
         finally:
             for t in tasks.values():
                 t.cancel()
@@ -161,15 +168,18 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
 
     cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
 
-    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list]):
+    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list], known=None):
         async with limit:
             hits = await ctx.store.search(
-                query=text, embedding=embedding, arms=selected, preselected=pre, **filters
+                query=text, embedding=embedding, arms=selected, preselected=pre, terms=known, **filters
             )
         return calibrated(ctx.embedder, hits, cosine_arms)
 
     jobs = [
-        (("" if i == 0 else f":{i}"), search(t, vectors[i] if vectors else None, store_arms, preselected[i]))
+        (
+            ("" if i == 0 else f":{i}"),
+            search(t, vectors[i] if vectors else None, store_arms, preselected[i], terms[i]),
+        )
         for i, t in enumerate(texts)
     ]
     if query.hypothetical and vectors:
@@ -177,7 +187,10 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         if embedding_arms:
             jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
     out = Retrieved(
-        arms=tuple(a.name for a in active), vectors=list(vectors), embedding=vectors[0] if vectors else None
+        arms=tuple(a.name for a in active),
+        vectors=list(vectors),
+        embedding=vectors[0] if vectors else None,
+        terms=terms[0],
     )
     for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
         out.add(suffix, hits)

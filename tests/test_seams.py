@@ -312,3 +312,30 @@ async def test_the_vector_arm_finds_the_same_hits_alone_or_inside_the_scoring_st
     alone, alone_calls = await run("keyword")
     assert inline_calls == ["keyword"] and sorted(alone_calls) == ["keyword", "vector"]
     assert inline["vector"] and inline == alone
+
+
+async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_again(engine):
+    """The statements after the embedding take the question's lexemes, idfs and tsquery as the
+    keyword arm's statement read them (``QueryTerms``) instead of computing them again: same
+    hits, same scores, with or without them; also for a question with no lexeme at all."""
+    await engine.remember_many(
+        [
+            {"content": f"Note {i}: the {w} service moved its invoices to cluster {i % 7}"}
+            for i, w in enumerate(["billing", "payments", "search", "mobile", "ledger"] * 6)
+        ]
+        + [{"content": "Billing invoices: billing owns billing disputes"}]
+    )
+    store = engine.store
+    for question in ("billing invoices in which cluster?", "and the of it"):
+        ids, terms = await store.candidates("keyword", project="default", query=question, k=8)
+        assert terms is not None and bool(terms.lexemes) == (question != "and the of it")
+        embedding = engine.embedder.embed_query(question)
+        common = {"project": "default", "query": question, "embedding": embedding, "k": 8}
+        given = await store.search(**common, preselected={"keyword": ids}, terms=terms)
+        again = await store.search(**common, preselected={"keyword": ids})
+        assert [(h.memory.id, h.found_by) for h in given] == [(h.memory.id, h.found_by) for h in again]
+        assert [h.scores for h in given] == [pytest.approx(h.scores, rel=1e-12) for h in again]
+        if terms.lexemes:  # the keyword arm found the billing notes, and scored them
+            assert ids and max(h.scores["keyword"] for h in given) > 0
+    vec_ids, none = await store.candidates("vector", project="default", query="x", k=3, embedding=embedding)
+    assert none is None and len(vec_ids) == 3

@@ -52,6 +52,35 @@ qidf AS (
       FROM qstat
 )"""
 
+# The same ``qidf`` from values a statement of the same recall already computed (``QueryTerms``): the
+# keyword arm's statement reads them with its candidates, and the statements after the embedding
+# (the union's scoring, the graph arm's new hits) take them as parameters. Measured at 100,000
+# memories on the union's scoring statement: planning 0.46 -> 0.29 ms, execution 2.4 -> 1.3 ms.
+QIDF_GIVEN = (
+    "qidf AS (SELECT %(q_lexemes)s::text[] AS lexemes, %(q_idfs)s::float8[] AS idfs,"
+    " %(q_avgdl)s::float8 AS avgdl, %(q_tq)s::tsquery AS tq)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """One question's ``qidf`` in one project (with one ``common_df``): its lexemes and their idf,
+    the project's average memory length and the tsquery that selects keyword candidates."""
+
+    lexemes: tuple[str, ...]
+    idfs: tuple[float, ...]
+    avgdl: float
+    tsquery: str
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "q_lexemes": list(self.lexemes),
+            "q_idfs": list(self.idfs),
+            "q_avgdl": self.avgdl,
+            "q_tq": self.tsquery,
+        }
+
+
 # Okapi BM25 of memory ``m`` for the query in ``qidf`` (k1 = 0.9, b = 0.4, Anserini's defaults; the
 # document length is its number of distinct lexemes, as in memlane_projects.lexemes). The same sum as
 # migration 0002's memlane_bm25 function, written inline as a scalar subquery: PostgreSQL cannot
@@ -163,25 +192,39 @@ class SearchQueries:
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
         embedding: list[float] | None = None,
-    ) -> list[UUID]:
-        """One store arm alone: the ids of its top k. Recall runs the arms that need no embedding
-        (keyword) while the query is being embedded, and the others (vector, given ``embedding``)
-        as soon as it is, each on its own connection, before one ``search`` scores them all."""
+    ) -> tuple[list[UUID], QueryTerms | None]:
+        """One store arm alone: the ids of its top k, and for an arm that reads the question's
+        lexemes (keyword) their statistics (``QueryTerms``, for ``search``). Recall runs the arms
+        that need no embedding (keyword) while the query is being embedded, and the others
+        (vector, given ``embedding``) as soon as it is, each on its own connection, before one
+        ``search`` scores them all."""
         spec = SQL_ARMS[arm]
         if spec.needs_embedding and embedding is None:
             raise ValueError(f"the {arm} arm needs an embedding")
         where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
-        ctes = f"{QUERY_CTES}, " if spec.reads_lexemes else ""
-        sql = f"WITH {ctes}{spec.cte} AS ({spec.select.format(where=where)}) SELECT id FROM {spec.cte}"
+        sql = f"{spec.cte} AS ({spec.select.format(where=where)})"
+        if not spec.reads_lexemes:
+            sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL FROM {spec.cte}"
+        else:
+            sql = (
+                f"WITH {QUERY_CTES}, {sql} SELECT (SELECT array_agg(id) FROM {spec.cte}),"
+                " qidf.lexemes, qidf.idfs, qidf.avgdl, qidf.tq::text FROM qidf"
+            )
         async with self._connection() as conn:
             try:
                 cur = await conn.execute(sql, params)
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
-            return [r[0] for r in await cur.fetchall()]
+            ids, lexemes, idfs, avgdl, tsquery = await cur.fetchone()
+        terms = None
+        if spec.reads_lexemes:
+            terms = QueryTerms(
+                tuple(lexemes or ()), tuple(float(x) for x in idfs or ()), float(avgdl), tsquery
+            )
+        return list(ids or ()), terms
 
     async def search(
         self,
@@ -197,11 +240,13 @@ class SearchQueries:
         preselected: dict[str, list[UUID]] | None = None,
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
+        terms: QueryTerms | None = None,
     ) -> list[Hit]:
         """Run the store arms (each its top k; an arm in ``preselected`` already ran, through
         ``candidates``), then score every candidate of any arm on every arm that can score it:
         exact scores for the union let fusion weigh a memory that another arm ranked just outside
-        its top k."""
+        its top k. ``terms``: this query's ``QueryTerms`` in this project (with this
+        ``common_df``), when ``candidates`` read them already."""
         preselected = preselected or {}
         where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
         if embedding is not None:
@@ -211,6 +256,9 @@ class SearchQueries:
         if not selecting:
             return []
         ctes = [QUERY_CTES]
+        if terms is not None:
+            ctes = [QIDF_GIVEN]
+            params.update(terms.params())
         for name in selecting:
             spec = usable[name]
             if name in preselected:
