@@ -285,3 +285,31 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
             assert c.arm_scores["vector"] == pytest.approx(e5.calibrate(raw), abs=1e-3), c.memory.content
     finally:
         await eng.close()
+
+
+def test_one_text_embeds_on_one_thread_and_a_batch_on_all(minilm, monkeypatch):
+    """A recall's question alone gains nothing from a second intra-op thread and waits for it when
+    another process holds a core; a batch uses every thread torch had when the model loaded."""
+    import threading
+
+    import torch
+
+    seen: list[tuple[int, int]] = []
+    real = minilm._model.encode
+
+    def encode(texts, **kw):
+        seen.append((len(texts), torch.get_num_threads()))
+        return real(texts, **kw)
+
+    monkeypatch.setattr(minilm._model, "encode", encode)
+    monkeypatch.setattr(minilm, "_threads", 2)
+    results: list = []
+    worker = threading.Thread(  # (as recall does: off the event loop, in a thread of its own)
+        target=lambda: results.extend(
+            [minilm.embed_queries(["what did Priya decide?"]), minilm.embed_passages(["a", "b", "c"])]
+        )
+    )
+    worker.start()
+    worker.join()
+    assert seen == [(1, 1), (3, 2)]
+    assert len(results[0]) == 1 and len(results[1]) == 3
