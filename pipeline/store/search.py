@@ -89,8 +89,8 @@ class QueryTerms:
 # common words in a 14k-memory project). The memory's lexemes are first cut down to the query's
 # (setweight marks them, ts_filter keeps the marked), so the subquery reads a few entries instead of
 # the whole memory; each entry's idf is looked up by its position in the query's sorted lexemes
-# rather than by a join (a join made the planner build a hash table per row: the keyword arm took
-# ~30% longer, and scoring the ~100 candidates of the union 16 us per row instead of ~5).
+# rather than by a join (a join made the planner build a hash table per row: keyword arm p50 at
+# 100k memories 10.7 ms against 6.6, and 16 us a row instead of ~5 scoring the union).
 BM25_K1, BM25_B = 0.9, 0.4
 BM25 = (
     f"(SELECT coalesce(sum(qidf.idfs[array_position(qidf.lexemes, u.lexeme)] * tf.n * {BM25_K1 + 1}::float8"
