@@ -168,10 +168,10 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
 
     cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
 
-    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list], known=None):
+    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list], read_terms=None):
         async with limit:
             hits = await ctx.store.search(
-                query=text, embedding=embedding, arms=selected, preselected=pre, terms=known, **filters
+                query=text, embedding=embedding, arms=selected, preselected=pre, terms=read_terms, **filters
             )
         return calibrated(ctx.embedder, hits, cosine_arms)
 
