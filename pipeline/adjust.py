@@ -153,11 +153,18 @@ async def _none():
 
 
 async def _access_stats(ctx, candidates: list[Candidate]):
-    """The candidates' access statistics: from the read recall started after retrieval (for every
-    retrieved memory), else read now."""
-    if getattr(ctx, "access_read", None) is not None:
-        return await ctx.access_read
-    return await ctx.store.access_stats([c.memory.id for c in candidates])
+    """The candidates' access statistics: as read with the memories (recall's arms join them), and
+    for any memory read without them, from the read recall started after retrieval, else now."""
+    known = {
+        c.memory.id: (c.memory.access_count, c.memory.last_accessed_at)
+        for c in candidates
+        if c.memory.access_known
+    }
+    missing = [c.memory.id for c in candidates if not c.memory.access_known]
+    if missing:
+        early = getattr(ctx, "access_read", None)
+        known.update(await (early if early is not None else ctx.store.access_stats(missing)))
+    return known
 
 
 async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:

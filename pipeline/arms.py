@@ -11,7 +11,10 @@ Two kinds of arm:
   ``store/search.py`` (``SQL_ARMS``). A store arm that needs no embedding is started while the query
   is being embedded.
 - **Python arms** (``run`` set; graph, temporal) run after the store arms, with their hits as
-  entry points, and score only what they return.
+  entry points, and score only what they return. What such an arm reads from the question alone
+  (the graph arm: the question's entities) it may start in ``prepare``, while the question is
+  embedded; an arm that can start from the keyword arm's hits (``early``: the graph arm) runs
+  while the question is embedded too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ NEEDS = frozenset({"text", "embedding", "time_range", "entry_points"})
 
 # A Python arm: (recall context, query, hits of the store arms) -> ranked (memory, score) pairs.
 ArmRunner = Callable[[Any, Any, Any], Awaitable[list[tuple["Memory", float]]]]
+# A Python arm's early reads: (recall context, query) -> what its run will need.
+ArmPreparer = Callable[[Any, Any], Awaitable[Any]]
+# (recall context, query, {memory id: score over the best, in [0, 1]}, its prepare's awaitable or
+# None) -> an object with ``ranked`` ([(memory id, score)], best first) and ``detail`` (the trace);
+# retrieval scores the hits the store arms did not return and makes them the arm's list.
+EarlyRunner = Callable[[Any, Any, dict, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +49,13 @@ class Arm:
     normalise: Literal["none", "max"]  # fusion: use the score as it is, or divide by the query's best
     default_weight: float = 1.0
     run: ArmRunner | None = None  # None: a store arm, evaluated in the joint SQL statement
+    # A Python arm's reads that need only the question: started when retrieval starts (while the
+    # question is embedded); ``run`` finds the awaitable in ``Retrieved.prepared[name]``.
+    prepare: ArmPreparer | None = None
+    # A Python arm that can start from the hits of the store arms that need no embedding (keyword)
+    # runs while the question is embedded, instead of after every store arm (``run`` is then only
+    # for a recall where those found nothing): see ``EarlyRunner``.
+    early: EarlyRunner | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -91,6 +107,18 @@ async def _graph(ctx, query, retrieved):
     return await graph.run(ctx, query, retrieved)
 
 
+async def _graph_prepare(ctx, query):
+    from . import graph
+
+    return await graph.prepare(ctx, query)
+
+
+async def _graph_early(ctx, query, seeds, looked_up):
+    from . import graph
+
+    return await graph.expand(ctx, query, seeds, looked_up, "keyword")
+
+
 GRAPH = Arm(
     "graph",
     needs=frozenset({"entry_points"}),
@@ -100,6 +128,8 @@ GRAPH = Arm(
     normalise="none",
     default_weight=0.5,
     run=_graph,
+    prepare=_graph_prepare,
+    early=_graph_early,
     description="spreading activation (or meta-path forward push) over entity and memory links "
     "from the other arms' best hits and the question's entities (pipeline/graph.py)",
 )

@@ -36,6 +36,31 @@ MIN_MEMORY_TOKENS = 19
 HandleLookup = Callable[[list[UUID]], Awaitable[dict[UUID, str]]]
 
 
+class HandlesReadAhead:
+    """A ``HandleLookup`` that has already started reading the handles of the memories likely to be
+    taken (recall starts it after the relevance threshold, so the read runs beside stage 8); ids
+    outside those are read when asked for."""
+
+    def __init__(self, read: HandleLookup, likely: list[UUID]) -> None:
+        self._read = read
+        self._ahead = asyncio.ensure_future(read(likely)) if likely else None
+
+    async def __call__(self, ids: list[UUID]) -> dict[UUID, str]:
+        known: dict[UUID, str] = {}
+        if self._ahead is not None:
+            known.update(await asyncio.shield(self._ahead))
+        missing = [i for i in ids if i not in known]
+        if missing:
+            known.update(await self._read(missing))
+        return {i: known[i] for i in ids}
+
+    def cancel(self) -> None:
+        if self._ahead is not None:
+            self._ahead.cancel()
+            if self._ahead.done() and not self._ahead.cancelled():
+                self._ahead.exception()  # (raised to the caller that awaited it, if any)
+
+
 # Shares of max_tokens kept for the recall extras when asked for (include_context, include_entities):
 # the memories get the rest, each extra fills at most its share, and the whole result stays within
 # max_tokens.

@@ -41,14 +41,15 @@ import asyncio
 import heapq
 import math
 from collections import defaultdict
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import networkx as nx
 
 from . import entities as entity_extractor
-from .records import Memory, stable_key
+from .records import Memory
+from .store.graph import GraphRead
 
 KIND_WEIGHT = {"relates_to": None, "next": 0.9, "previous": 0.9, "same_time": 0.5, "causes": 1.0}
 META_PATHS: dict[str, tuple[str, ...]] = {
@@ -90,27 +91,26 @@ def _link_weight(kind: str, weight: float, causes_boost: float) -> float:
 
 
 class _Loader:
-    """Neighbourhood reads of one recall. A hop asked twice for the same frontier (the ``next`` and
-    ``next2`` paths both start from the entry points) is read once, even when the asks overlap."""
+    """Neighbourhood reads of one recall, a whole round at a time: every read of one hop (of every
+    meta-path, or the entry points' links and mentions) goes to the store as one statement. A hop
+    asked again for the same frontier (the ``next`` and ``next2`` paths both start from the entry
+    points) is read once."""
 
     def __init__(self, store, project: str, cfg) -> None:
         self.store, self.project, self.cfg = store, project, cfg
         self.queries = 0
-        self._hops: dict[tuple, asyncio.Future] = {}
+        self._hops: dict[tuple, dict[Any, list[tuple[Any, float]]]] = {}
         # Counting an entity's mentions past this says nothing more: it is not expanded.
         self._count_up_to = cfg.max_entity_degree + 1
 
-    async def edges(self, ids: list[UUID], kinds: tuple[str, ...]):
+    async def read(self, reads: list[GraphRead]) -> list[list[tuple]]:
+        """Raw rows of each read (``Store.graph_reads``), in one round trip."""
+        if not any(r.ids for r in reads):
+            return [[] for _ in reads]
         self.queries += 1
-        return await self.store.memory_edges(ids, kinds, per_node=self.cfg.per_node)
-
-    async def mentions(self, ids: list[UUID]):
-        self.queries += 1
-        return await self.store.mentions_of(ids, self._count_up_to)
-
-    async def members(self, entity_ids: list[int]):
-        self.queries += 1
-        return await self.store.entity_members(entity_ids, self.cfg.per_node, self.project, self._count_up_to)
+        return await self.store.graph_reads(
+            reads, project=self.project, per_node=self.cfg.per_node, count_up_to=self._count_up_to
+        )
 
     async def query_entities(self, keys: list[str]) -> dict[int, str]:
         if not keys:
@@ -118,15 +118,40 @@ class _Loader:
         self.queries += 1
         return await self.store.entity_ids(self.project, keys)
 
-    async def hop(self, step: str, frontier: dict) -> dict[Any, list[tuple[Any, float]]]:
-        key = (step, frozenset(frontier))
-        if key not in self._hops:
-            self._hops[key] = asyncio.ensure_future(_hop(self, step, frontier))
-        return await asyncio.shield(self._hops[key])
+    async def hops(self, asks: list[tuple[str, dict]]) -> list[dict[Any, list[tuple[Any, float]]]]:
+        """The out-edges of each (meta-path step, frontier): node -> [(neighbour, weight)]."""
+        keys = [(step, frozenset(frontier)) for step, frontier in asks]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._hops))
+        rows = await self.read([_hop_read(step, frontier) for step, frontier in todo])
+        for key, found in zip(todo, rows, strict=True):
+            self._hops[key] = _hop_out(key[0], found, self.cfg)
+        return [self._hops[k] for k in keys]
 
-    def cancel(self) -> None:
-        for f in self._hops.values():
-            f.cancel()
+
+def _hop_read(step: str, frontier) -> GraphRead:
+    if step == "mention":
+        return GraphRead("mentions", tuple(sorted(frontier, key=str)))
+    if step == "member":
+        return GraphRead("members", tuple(sorted({e[1] for e in frontier})))
+    return GraphRead("edges", tuple(sorted(frontier, key=str)), ("next",) if step == "next" else (step,))
+
+
+def _hop_out(step: str, rows: list[tuple], cfg) -> dict[Any, list[tuple[Any, float]]]:
+    """A hop's rows as out-edges for forward push: node -> [(neighbour, weight)]. An entity
+    mentioned once leads nowhere; one past ``max_entity_degree`` (a hub) is not expanded."""
+    out: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
+    if step == "mention":
+        for m, e, n in rows:
+            if n <= cfg.max_entity_degree and n > 1:
+                out[m].append((("e", e), 1.0))
+    elif step == "member":
+        for e, m, n in rows:
+            if n <= cfg.max_entity_degree:
+                out[("e", e)].append((m, 1.0 / math.sqrt(max(n, 1))))
+    else:
+        for a, b, kind, w in rows:
+            out[a].append((b, _link_weight(kind, w, cfg.causes_boost)))
+    return out
 
 
 async def _resolved(value):
@@ -141,9 +166,13 @@ async def spreading_activation(
     an awaitable: it is looked up while the entry points' neighbourhood is read."""
     g = nx.Graph()
     seed_ids = sorted(seeds, key=str)
-    edges, mentions, query_entities = await asyncio.gather(
-        loader.edges(seed_ids, ("relates_to", "next", "same_time", "causes")),
-        loader.mentions(seed_ids),
+    (edges, mentions), query_entities = await asyncio.gather(
+        loader.read(
+            [
+                GraphRead("edges", tuple(seed_ids), ("relates_to", "next", "same_time", "causes")),
+                GraphRead("mentions", tuple(seed_ids)),
+            ]
+        ),
         _resolved(query_entities),
     )
     for a, b, kind, w in edges:
@@ -160,7 +189,8 @@ async def spreading_activation(
     expandable = sorted(
         {e for e, n in degree.items() if n <= cfg.max_entity_degree and n > 1} | set(query_entities)
     )
-    for e, m, n in await loader.members(expandable):
+    [members] = await loader.read([GraphRead("members", tuple(expandable))])
+    for e, m, n in members:
         degree[e] = n
         if n <= cfg.max_entity_degree:  # a hub (a speaker's own name) says nothing, asked about or not
             g.add_edge(("e", e), ("m", m), weight=1.0, kind="mention")
@@ -201,25 +231,6 @@ async def spreading_activation(
     }
 
 
-async def _hop(loader: _Loader, step: str, frontier: dict) -> dict[Any, list[tuple[Any, float]]]:
-    """The out-edges of the frontier for one step of a meta-path: node -> [(neighbour, weight)]."""
-    out: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
-    if step == "mention":
-        for m, e, n in await loader.mentions(sorted(frontier, key=str)):
-            if n <= loader.cfg.max_entity_degree and n > 1:
-                out[m].append((("e", e), 1.0))
-    elif step == "member":
-        ents = sorted({e[1] for e in frontier})
-        for e, m, n in await loader.members(ents):
-            if n <= loader.cfg.max_entity_degree:
-                out[("e", e)].append((m, 1.0 / math.sqrt(max(n, 1))))
-    else:
-        kinds = ("next",) if step == "next" else (step,)
-        for a, b, kind, w in await loader.edges(sorted(frontier, key=str), kinds):
-            out[a].append((b, _link_weight(kind, w, loader.cfg.causes_boost)))
-    return out
-
-
 async def mpfp(
     loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
@@ -227,9 +238,9 @@ async def mpfp(
     question's entities with 1), summed over the paths and capped at 1: a memory's score is the
     activation that reached it, in the unit of the activation that entered the graph.
 
-    The paths are independent, so they run concurrently, each hop one read for its frontier.
-    ``query_entities`` may be an awaitable (the lookup still running): only the entity path's
-    second step waits for it."""
+    The paths are independent and run in step: the hop of every path at one depth is one read
+    (one round trip), so two-step paths cost two round trips in all. ``query_entities`` may be an
+    awaitable (the lookup still running): only the entity path's second step waits for it."""
     # The budget is shared by every step of every path, in equal parts; when it is smaller than
     # the number of steps, the first steps (in META_PATHS order) get one node each.
     per_step = max(1, budget // sum(len(p) for p in META_PATHS.values()))
@@ -240,47 +251,57 @@ async def mpfp(
         for _ in path:
             rooms[name].append(min(per_step, left))
             left -= rooms[name][-1]
-    results = await asyncio.gather(
-        *(_push(loader, name, path, seeds, query_entities, rooms[name]) for name, path in META_PATHS.items())
-    )
-    masses = {name: reached for name, (reached, _) in zip(META_PATHS, results, strict=True) if reached}
-    expanded = sum(n for _, n in results)
+    pushes = {name: _Push(seeds) for name in META_PATHS}
+    for depth in range(max(len(p) for p in META_PATHS.values())):
+        asks: dict[str, tuple[str, dict]] = {}
+        for name, path in META_PATHS.items():
+            if depth >= len(path):
+                continue
+            push = pushes[name]
+            if path[depth] == "member" and name == "entity":  # the question's entities join here
+                for e in await _resolved(query_entities):
+                    push.residual.setdefault(("e", e), {})[("e", e)] = 1.0
+            frontier = push.frontier(rooms[name][depth])
+            if frontier:
+                asks[name] = (path[depth], frontier)
+            else:
+                push.residual = {}  # (the entity path's second step may still start from the question's entities)
+        outs = await loader.hops(list(asks.values()))
+        for (name, (_, frontier)), out in zip(asks.items(), outs, strict=True):
+            # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its own
+            # (its fused score already counts it): the graph scores what reached a memory.
+            pushes[name].push(frontier, out, keep=PUSH_ALPHA if depth > 0 else 0.0)
+    masses = {name: reached for name, push in pushes.items() if (reached := push.settle())}
     total: dict[UUID, float] = defaultdict(float)
     for reached in masses.values():
         for n, v in reached.items():
             total[n] += v
     scores = {n: min(v, 1.0) for n, v in total.items()}
+    expanded = sum(p.expanded for p in pushes.values())
     return scores, {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
 
 
-async def _push(
-    loader: _Loader, name: str, path: tuple[str, ...], seeds: dict[UUID, float], query_entities, rooms
-) -> tuple[dict[UUID, float], int]:
-    """One meta-path's forward push: the mass each memory holds at the end, and the nodes expanded."""
-    # node -> where its mass came from (an entry point or a question entity) -> mass
-    residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
-    settled: dict[Any, float] = defaultdict(float)
-    expanded = 0
-    for i, step in enumerate(path):
-        if step == "member" and name == "entity":  # the question's entities join the entity step
-            query_entities = await _resolved(query_entities)
-            for e in query_entities:
-                residual.setdefault(("e", e), {})[("e", e)] = 1.0
+class _Push:
+    """One meta-path's forward push: where the mass is, and where it came from."""
+
+    def __init__(self, seeds: dict[UUID, float]) -> None:
+        # node -> where its mass came from (an entry point or a question entity) -> mass
+        self.residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
+        self.settled: dict[Any, float] = defaultdict(float)
+        self.expanded = 0
+
+    def frontier(self, room: int) -> dict[Any, dict[Any, float]]:
+        """The (at most ``room``) nodes holding the most mass, above ``PUSH_EPSILON``."""
         totals = sorted(
-            ((n, sum(o.values())) for n, o in residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
+            ((n, sum(o.values())) for n, o in self.residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
         )
-        frontier = {n: residual[n] for n, r in totals[: max(rooms[i], 0)] if r > PUSH_EPSILON}
-        if not frontier:
-            residual = {}
-            continue  # (the entity path's second step may still start from the question's entities)
-        expanded += len(frontier)
-        out = await loader.hop(step, frontier)
+        return {n: self.residual[n] for n, r in totals[: max(room, 0)] if r > PUSH_EPSILON}
+
+    def push(self, frontier: dict, out: dict[Any, list[tuple[Any, float]]], keep: float) -> None:
+        self.expanded += len(frontier)
         nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
         for node, origins in frontier.items():
-            # A node pushed from keeps PUSH_ALPHA of its mass; an entry point keeps none of its
-            # own (its fused score already counts it): the graph scores what reached a memory.
-            keep = PUSH_ALPHA if i > 0 else 0.0
-            settled[node] += keep * sum(origins.values())
+            self.settled[node] += keep * sum(origins.values())
             edges = out.get(node, [])
             norm = sum(w for _, w in edges)
             if norm <= 0:
@@ -289,92 +310,85 @@ async def _push(
                 for nb, w in edges:
                     if nb != origin:  # a path back to where it started says nothing about it
                         nxt[nb][origin] += (1 - keep) * r * w / norm
-        residual = nxt
-    for node, origins in residual.items():
-        settled[node] += sum(origins.values())
-    return {n: v for n, v in settled.items() if isinstance(n, UUID) and v > 0}, expanded
+        self.residual = nxt
+
+    def settle(self) -> dict[UUID, float]:
+        """The mass each memory holds at the end."""
+        for node, origins in self.residual.items():
+            self.settled[node] += sum(origins.values())
+        return {n: v for n, v in self.settled.items() if isinstance(n, UUID) and v > 0}
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
+async def prepare(ctx, query) -> dict[int, str]:
+    """The question's entity nodes: they need only the question, so retrieval starts this read
+    while the question is embedded (``Arm.prepare``)."""
+    keys = _query_keys(query) if ctx.config.recall.graph != "off" else []
+    return await ctx.store.entity_ids(ctx.request.project, keys) if keys else {}
 
 
-def _allowed(memory: Memory, req, now) -> bool:
-    if memory.project != req.project:
-        return False
-    if req.category is not None and memory.category != req.category:
-        return False
-    if req.tags and not set(req.tags) <= set(memory.tags):
-        return False
-    return memory.expires_at is None or memory.expires_at > now
+@dataclass(slots=True)
+class Expansion:
+    """What the graph reached from its entry points: memory ids with their scores, best first (at
+    most ``max(recall.candidates_per_arm, graph.entry_points)``), and what the run did (the
+    trace's ``detail.graph``)."""
+
+    ranked: list[tuple[UUID, float]]
+    detail: dict[str, Any]
 
 
-async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
+async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -> Expansion:
+    """Run the configured algorithm from ``seeds`` (memory id -> activation in [0, 1]; the best
+    ``graph.entry_points`` are taken, ties in the order given) and the question's entities
+    (``looked_up``: the awaitable of ``prepare``, or None to look them up now). ``source`` names
+    where the entry points came from."""
     cfg, method = ctx.config.graph, ctx.config.recall.graph
     detail: dict[str, Any] = {"method": method}
-    retrieved.details["graph"] = detail
     if method == "off":
         detail["status"] = "off (recall.graph)"
-        return []
+        return Expansion([], detail)
+    # Ties keep the order given (the keyword arm's, by content; fusion's): never the random ids.
+    seeds = dict(sorted(seeds.items(), key=lambda kv: -kv[1])[: cfg.entry_points])
     budget = cfg.expand(ctx.request.budget)
     loader = _Loader(ctx.store, ctx.request.project, cfg)
-    seeds = _entry_points(ctx, retrieved)
-    # The question's entities are looked up while the entry points' neighbourhood is read.
-    looked_up = asyncio.ensure_future(loader.query_entities(_query_keys(query)))
+    if looked_up is None:
+        looked_up = asyncio.ensure_future(loader.query_entities(_query_keys(query)))
+    elif _query_keys(query):
+        loader.queries += 1
     algorithm = mpfp if method == "mpfp" else spreading_activation
+    scores: dict[UUID, float] = {}
     try:
         if seeds or await looked_up:  # (without entry points, only the question's entities can start)
             scores, info = await algorithm(loader, seeds, looked_up, budget, cfg)
+            detail.update(info)
         query_entities = await looked_up
     finally:
         looked_up.cancel()
-        loader.cancel()
     detail.update(
         {
             "budget": ctx.request.budget,
             "max_expanded": budget,
             "entry_points": len(seeds),
+            "entry_points_from": source,
             "query_entities": sorted(set(query_entities.values())),
+            "queries": loader.queries,
         }
     )
-    if not seeds and not query_entities:
-        detail["expanded"] = 0
-        return []
-    scores = {m: min(v, 1.0) for m, v in scores.items()}  # activation received can add up past 1
-    detail.update(info)
+    detail.setdefault("expanded", 0)
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
-    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], str(kv[0])))[:limit]
-    unknown = [m for m, _ in ranked if str(m) not in retrieved.memories]
+    # Activation received can add up past 1.
+    ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], str(kv[0])))
+    return Expansion(ranked[:limit], detail)
+
+
+async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
+    """The graph arm after the store arms, from their fused best hits (``retrieve`` starts it from
+    the keyword arm's hits instead, while the question is embedded, when there are any)."""
+    from .retrieve import ranked_memories, score_ids
+
+    found = await expand(ctx, query, _entry_points(ctx, retrieved), retrieved.prepared.get("graph"), "fused")
+    retrieved.details["graph"] = found.detail
+    unknown = [m for m, _ in found.ranked if str(m) not in retrieved.memories]
     if unknown:
-        loader.queries += 1
-        await _score_on_store_arms(ctx, query, retrieved, unknown)
-    detail["queries"] = loader.queries
-    now = getattr(ctx, "clock", _utc_now)()
-    out = []
-    for m, s in ranked:
-        memory = retrieved.memories.get(str(m))
-        if memory is not None and _allowed(memory, ctx.request, now):
-            out.append((memory, float(s)))
-    detail["hits"] = len(out)
-    detail["new_hits"] = sum(1 for m in unknown if str(m) in retrieved.memories)
-    return sorted(out, key=lambda x: (-x[1], *stable_key(x[0])))
-
-
-async def _score_on_store_arms(ctx, query, retrieved, ids: list[UUID]) -> None:
-    """Exact scores of the graph's new hits on the store arms that ran (not added to their lists)."""
-    store_arms = [a for a in retrieved.arms if a in ("vector", "keyword")]
-    embedding = retrieved.embedding
-    arms = tuple(a for a in store_arms if a != "vector" or embedding is not None) or ("keyword",)
-    hits = await ctx.store.search(
-        project=ctx.request.project,
-        query=query.text,
-        embedding=embedding if "vector" in arms else None,
-        k=len(ids),
-        arms=arms[:1],
-        preselected={arms[0]: ids},
-        common_df=ctx.config.recall.keyword_common_df,
-        terms=retrieved.terms,  # (the question's, as the keyword arm read them)
-    )
-    from .retrieve import calibrated
-
-    retrieved.add_scores(calibrated(ctx.embedder, hits, ["vector"]))  # on the store arms' scale
+        found.detail["queries"] += 1
+        retrieved.add_scores(await score_ids(ctx, query, unknown, retrieved.embedding, retrieved.terms))
+    return ranked_memories(ctx, found, retrieved, unknown)

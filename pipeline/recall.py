@@ -68,7 +68,7 @@ async def _assemble(ctx: RecallContext, candidates):
         limit=req.limit,
         max_tokens=req.max_tokens,
         explain=req.explain,
-        handles=ctx.store.handles,
+        handles=ctx.handles or ctx.store.handles,
         show_project=req.spans_projects,
         extras=extras,
     )
@@ -233,14 +233,15 @@ async def _stages(ctx: RecallContext) -> RecallResult:
         ctx.trace.route = "deferred: waiting for the client's model"
         return RecallResult(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
     found = await (_across_projects(ctx, query) if req.spans_projects else _retrieve(ctx, query))
-    # Stage 8 reads the candidates' access statistics: read them for every retrieved memory now,
-    # while stages 5-7 run, rather than for the survivors after (one round trip off the path).
-    if ctx.adjustments and "priority" in adjust.active_factors(
-        cfg.decay, cfg.adjust, spans_projects=req.spans_projects
+    # Stage 8 reads the candidates' access statistics. The arms read them with the memories; any
+    # memory read without them has them read now, while stages 5-7 run (off the path).
+    unread = [m.id for m in found.memories.values() if not m.access_known]
+    if (
+        unread
+        and ctx.adjustments
+        and "priority" in adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
     ):
-        ctx.access_read = asyncio.ensure_future(
-            ctx.store.access_stats([m.id for m in found.memories.values()])
-        )
+        ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
     try:
         return await _rank_and_pack(ctx, found)
     finally:
@@ -262,15 +263,25 @@ async def _rank_and_pack(ctx: RecallContext, found: retrieve.Retrieved) -> Recal
         "relative_floor": cfg.relative_floor,
     }
     candidates = await run_stage(ctx, "threshold", _threshold, candidates, detail=floor)
-    candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
-    packed = await run_stage(
-        ctx,
-        "assembly",
-        _assemble,
-        candidates,
-        count=lambda r: len(r) if isinstance(r, list) else len(r.chosen),
-        detail={"max_tokens": req.max_tokens, "limit": req.limit},
-    )
+    if not req.explain:  # (an explained result shows whole ids)
+        # The handles of the memories stage 9 will likely take (stage 8 reorders a little) are read
+        # while stage 8 runs.
+        ctx.handles = assemble.HandlesReadAhead(
+            ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]]
+        )
+    try:
+        candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
+        packed = await run_stage(
+            ctx,
+            "assembly",
+            _assemble,
+            candidates,
+            count=lambda r: len(r) if isinstance(r, list) else len(r.chosen),
+            detail={"max_tokens": req.max_tokens, "limit": req.limit},
+        )
+    finally:
+        if ctx.handles is not None:
+            ctx.handles.cancel()
     chosen, tokens = packed.chosen, packed.tokens_used
     ctx.trace.stages[-1].detail["tokens_used"] = tokens
     if ctx.usage.calls or ctx.usage.cached:

@@ -24,8 +24,9 @@ class Memory:
     expires_at: datetime | None
     source: str | None
     position: int | None = None  # order within its source (a turn, a chunk); migration 0005
-    access_count: int = 0  # recalls that returned it (memory_access; not read on the recall path)
+    access_count: int = 0  # recalls that returned it (memory_access)
     last_accessed_at: datetime | None = None
+    access_known: bool = False  # the two above were read with the memory (else: not read, not zero)
     topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
     fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
 

@@ -11,7 +11,7 @@ the embedding start alone too, so the slowest sets the pace instead of their sum
 select their top k inside the statement that scores the union. Either way one SQL statement per
 query text scores the union on every arm. The per-text statements run concurrently, bounded by
 ``MAX_PARALLEL_SEARCHES``. Python arms (graph, temporal) run last, with the store arms' hits as
-entry points.
+entry points; what they read from the question alone (``Arm.prepare``) starts with the embedding.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Retrieved:
     embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
     details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
     terms: Any = None  # the question's QueryTerms (store/search.py), when the keyword arm read them
+    prepared: dict[str, asyncio.Future] = field(default_factory=dict)  # Python arm -> its early reads
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -99,8 +100,20 @@ class Retrieved:
 
 
 async def retrieve(ctx, query: Query) -> Step[Retrieved]:
-    req, cfg = ctx.request, ctx.config.recall
     active = arm_registry.resolve(ctx.arms)
+    # The Python arms' reads that need only the question start now, beside the embedding.
+    prepared = {a.name: asyncio.ensure_future(a.prepare(ctx, query)) for a in active if a.prepare}
+    try:
+        return await _retrieve(ctx, query, active, prepared)
+    finally:
+        for f in prepared.values():
+            f.cancel()
+            if f.done() and not f.cancelled():
+                f.exception()  # (an arm that ran reported it; one that did not, e.g. no embedding, needs none)
+
+
+async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Future]) -> Step[Retrieved]:
+    req, cfg = ctx.request, ctx.config.recall
     store_arms = tuple(a.name for a in active if a.in_store)
     texts = [query.text, *query.variants]
     wants_embedding = any("embedding" in a.needs for a in active)
@@ -119,12 +132,19 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     preselected: list[dict[str, list]] = [{} for _ in texts]
     terms: list = [None for _ in texts]  # per text: its QueryTerms, read by the keyword arm's statement
     vectors: list = []
+    starts: dict[str, asyncio.Future] = {}  # Python arm -> its run from the text-only arms' hits
     if wants_embedding:
         tasks = {
             (i, name): asyncio.ensure_future(ctx.store.candidates(name, query=t, **filters))
             for i, t in enumerate(texts)
             for name in early
         }
+        if tasks:
+            starts = {
+                a.name: asyncio.ensure_future(_start_early(a, ctx, query, dict(tasks), prepared))
+                for a in active
+                if a.early is not None
+            }
         try:
             try:
                 vectors = await embed_texts(
@@ -154,12 +174,15 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
                             tasks[(i, name)] = asyncio.ensure_future(
                                 ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
                             )
-            for (i, name), (ids, found_terms) in zip(
+            for (i, name), (ids, _, found_terms) in zip(
                 tasks, await asyncio.gather(*tasks.values()), strict=True
             ):
                 preselected[i][name] = ids
                 if found_terms is not None:
                     terms[i] = found_terms
+        except BaseException:
+            _cancel(starts.values())
+            raise
         finally:
             for t in tasks.values():
                 t.cancel()
@@ -171,10 +194,21 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list], read_terms=None):
         async with limit:
             hits = await ctx.store.search(
-                query=text, embedding=embedding, arms=selected, preselected=pre, terms=read_terms, **filters
+                query=text,
+                embedding=embedding,
+                arms=selected,
+                preselected=pre,
+                terms=read_terms,
+                **filters,
             )
         return calibrated(ctx.embedder, hits, cosine_arms)
 
+    # The early arms' hits the text-only arms did not return are scored beside the per-text
+    # statements (on another connection), as soon as both the embedding and those hits are there.
+    # (Scoring them in the question's statement instead, when the arm is done before the
+    # embedding: no faster at 100,000 memories, p50 paired.)
+    known = {m for pre in preselected for ids in pre.values() for m in ids}
+    names = [n for n in starts if arm_registry.REGISTRY[n] in active]
     jobs = [
         (
             ("" if i == 0 else f":{i}"),
@@ -191,11 +225,32 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         vectors=list(vectors),
         embedding=vectors[0] if vectors else None,
         terms=terms[0],
+        prepared=prepared,
     )
-    for (suffix, _), hits in zip(jobs, await asyncio.gather(*(job for _, job in jobs)), strict=True):
+    try:
+        *found, started = await asyncio.gather(
+            *(job for _, job in jobs),
+            asyncio.gather(
+                *(_score_early(ctx, query, starts[n], known, out.embedding, terms[0]) for n in names)
+            ),
+        )
+    finally:
+        _cancel(starts.values())
+    for (suffix, _), hits in zip(jobs, found, strict=True):
         out.add(suffix, hits)
+    ran_early = set()
+    for name, result in zip(names, started, strict=True):
+        if result is None:  # nothing to start from: it runs after the store arms
+            continue
+        expansion, hits = result
+        out.add_scores(hits)
+        out.details[name] = expansion.detail
+        out.add_list(
+            name, ranked_memories(ctx, expansion, out, [m for m, _ in expansion.ranked if m not in known])
+        )
+        ran_early.add(name)
     for arm in active:
-        if not arm.in_store:
+        if not arm.in_store and arm.name not in ran_early:
             out.add_list(arm.name, await arm.run(ctx, query, out))
     _keep_admitted(out, req)
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
@@ -206,6 +261,73 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
             out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail
         )
     return Step(out, detail=detail)
+
+
+def _cancel(futures) -> None:
+    for f in futures:
+        f.cancel()
+        if f.done() and not f.cancelled():
+            f.exception()  # (raised where it was awaited, or not needed: the recall failed first)
+
+
+async def _start_early(arm, ctx, query: Query, tasks: dict, prepared: dict[str, asyncio.Future]):
+    """A Python arm's run from the text-only store arms' hits (each memory's best score over the
+    query texts, each text's scores divided by its best), started as soon as those are in; None
+    when they found nothing (the arm then runs after every store arm, from their fused hits)."""
+    seeds: dict = {}
+    for ids, scores, _ in await asyncio.gather(*tasks.values()):
+        best = max(scores or (), default=0.0)
+        if best <= 0:
+            continue
+        for m, score in zip(ids, scores, strict=True):
+            seeds[m] = max(seeds.get(m, 0.0), score / best)
+    if not seeds:
+        return None
+    return await arm.early(ctx, query, seeds, prepared.get(arm.name))
+
+
+async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, embedding, terms):
+    """An early arm's result, with the store arms' exact scores of its hits they did not return."""
+    expansion = await start
+    if expansion is None:
+        return None
+    unknown = [m for m, _ in expansion.ranked if m not in known]
+    if not unknown:
+        return expansion, []
+    expansion.detail["queries"] = expansion.detail.get("queries", 0) + 1
+    return expansion, await score_ids(ctx, query, unknown, embedding, terms)
+
+
+async def score_ids(ctx, query: Query, ids: list, embedding, terms) -> list:
+    """Exact scores on the store arms (cosine, BM25 of the question) of memories a Python arm found
+    and the store arms did not return; for ``Retrieved.add_scores`` (not added to their lists)."""
+    first = "vector" if embedding is not None else "keyword"
+    hits = await ctx.store.search(
+        project=ctx.request.project,
+        query=query.text,
+        embedding=embedding,
+        k=len(ids),
+        arms=(first,),
+        preselected={first: ids},
+        common_df=ctx.config.recall.keyword_common_df,
+        terms=terms,  # (the question's, as the keyword arm read them)
+    )
+    return calibrated(ctx.embedder, hits, ["vector"])  # on the store arms' scale
+
+
+def ranked_memories(ctx, found, retrieved: Retrieved, unknown: list) -> list[tuple[Memory, float]]:
+    """A Python arm's ranked memory ids (``found.ranked``) as its list: those read, by the store
+    arms or scored for it, that pass the request's filters. Its detail counts them, and how many
+    only it found."""
+    now = getattr(ctx, "clock", lambda: datetime.now(UTC))()
+    out = []
+    for m, score in found.ranked:
+        memory = retrieved.memories.get(str(m))
+        if memory is not None and admitted(memory, ctx.request, now):
+            out.append((memory, float(score)))
+    found.detail["hits"] = len(out)
+    found.detail["new_hits"] = sum(1 for m in unknown if str(m) in retrieved.memories)
+    return sorted(out, key=lambda x: (-x[1], *stable_key(x[0])))
 
 
 def embed(embedder, texts: list[str], hypothetical: str | None) -> list:

@@ -171,14 +171,50 @@ async def test_equal_scores_priority_5_before_priority_1(make_engine):
     assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"]
 
 
-async def test_equal_scores_a_memory_recalled_often_and_lately_comes_first(make_engine):
+async def test_equal_scores_a_memory_recalled_often_and_lately_comes_first(make_engine, monkeypatch):
     eng = await make_engine()
     cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
     for _ in range(5):
         await eng.store.touch([hot])
+    # The arms read the access statistics with the memories: stage 8 has nothing left to read.
+    reads = []
+    real = eng.store.access_stats
+
+    async def counted(ids):
+        reads.append(list(ids))
+        return await real(ids)
+
+    monkeypatch.setattr(eng.store, "access_stats", counted)
     ranked = await _ranked(eng, "where is the VPN config?", project="p")
     assert [c.memory.id for c in ranked[:2]] == [hot, cold]
     assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"] == pytest.approx(1.25)
+    assert ranked[0].memory.access_known and ranked[0].memory.access_count == 5
+    assert reads == []
+
+
+async def test_stage_8_reads_the_access_statistics_of_memories_read_without_them(make_engine):
+    """A memory that reached stage 8 without its access statistics (an arm that does not join
+    them) has them read, not taken as zero."""
+    from dataclasses import replace as dc_replace
+
+    from memlane.pipeline.adjust import _access_stats
+    from memlane.pipeline.records import Candidate
+
+    eng = await make_engine()
+    cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
+    for _ in range(3):
+        await eng.store.touch([hot])
+    bare = [
+        dc_replace(await eng.store.get(m), access_count=0, last_accessed_at=None, access_known=False)
+        for m in (hot, cold)
+    ]
+
+    class Ctx:
+        store = eng.store
+        access_read = None
+
+    stats = await _access_stats(Ctx, [Candidate(memory=m) for m in bare])
+    assert stats[hot][0] == 3 and cold not in stats
 
 
 async def test_an_old_exact_match_beats_a_fresh_vague_one_because_only_a_share_decays(make_engine):

@@ -341,16 +341,36 @@ async def test_the_graph_arm_runs_is_traced_and_bounded_by_the_budget(engine):
     await seed_conversation(engine)
     expanded = {}
     for budget in ("low", "high"):
+        # Twenty memories share the question's rare word: entry points enough to spend any budget.
         res = await engine.recall(
-            engine.recall_request("What did Caroline adopt from the shelter?", budget=budget, explain=True)
+            engine.recall_request("What was the chatter about painting?", budget=budget, explain=True)
         )
         retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
         assert "graph" in retrieval.detail["arms"]
         g = retrieval.detail["graph"]
         assert g["method"] == "mpfp" and g["max_expanded"] == engine.config.graph.expand(budget)
+        assert g["entry_points_from"] == "keyword" and g["entry_points"] == engine.config.graph.entry_points
         assert 0 < g["expanded"] <= g["max_expanded"]
         expanded[budget] = g["expanded"]
     assert expanded["low"] <= engine.config.graph.expand_low < expanded["high"]
+
+
+async def test_the_graph_starts_from_the_keyword_hits_or_after_the_other_arms_when_there_are_none(engine):
+    """With keyword hits, the graph's entry points are the best of them (its reads run while the
+    question is embedded); a question sharing no word with the store starts it from the fused hits
+    of the other arms, after they ran."""
+    await seed_conversation(engine)
+    traced = {}
+    for question in ("What did Caroline adopt from the shelter?", "Which pet joined the household?"):
+        res = await engine.recall(engine.recall_request(question, explain=True))
+        traced[question] = next(s for s in res.trace.stages if s.stage == "retrieval").detail
+    by_words = traced["What did Caroline adopt from the shelter?"]
+    assert by_words["graph"]["entry_points_from"] == "keyword"
+    assert 0 < by_words["graph"]["entry_points"] <= by_words["arms"]["keyword"]
+    no_words = traced["Which pet joined the household?"]
+    assert "keyword" not in no_words["arms"]
+    assert no_words["graph"]["entry_points_from"] == "fused"
+    assert no_words["graph"]["entry_points"] == engine.config.graph.entry_points
 
 
 async def test_graph_hits_carry_exact_scores_of_the_store_arms(engine):
@@ -600,28 +620,33 @@ async def test_the_graph_score_is_the_activation_that_reached_a_memory(engine_co
 async def test_the_paths_read_a_shared_hop_once_and_score_as_when_run_one_by_one(
     engine_config, open_engine, monkeypatch
 ):
-    """The meta-paths run concurrently; ``next`` and ``next2`` start from the same frontier, whose
-    links are read once. The scores are those of the paths run one after another."""
+    """The meta-paths run in step, each depth's hops of every path one statement; ``next`` and
+    ``next2`` start from the same frontier, whose links are read once. The scores are those of the
+    paths run one after another."""
     eng, (a0, a1, a2, a3, b0, b1) = await chained_store(engine_config, open_engine)
     seeds, cfg = {a1: 0.8, b0: 0.25}, eng.config.graph
-    reads: list[tuple[str, ...]] = []
-    real = eng.store.memory_edges
+    statements: list[list[tuple[str, tuple[str, ...]]]] = []
+    real = eng.store.graph_reads
 
-    async def counted(ids, kinds, per_node=50):
-        reads.append(tuple(kinds))
-        return await real(ids, kinds, per_node=per_node)
+    async def counted(reads, **kw):
+        statements.append(sorted((r.what, r.kinds) for r in reads))
+        return await real(reads, **kw)
 
-    monkeypatch.setattr(eng.store, "memory_edges", counted)
-    together, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
-    shared_reads = sorted(reads)
+    monkeypatch.setattr(eng.store, "graph_reads", counted)
+    loader = graph._Loader(eng.store, "default", cfg)
+    together, _ = await graph.mpfp(loader, seeds, {}, 100, cfg)
+    # Depth 1: the entry points' mentions, relates_to links and next links (once for next and
+    # next2); depth 2: next2's second hop (the entity path's members only if an entity is shared).
+    assert statements[0] == [("edges", ("next",)), ("edges", ("relates_to",)), ("mentions", ())]
+    assert ("edges", ("next",)) in statements[1]
+    assert len(statements) == 2 and loader.queries == 2
+    monkeypatch.setattr(eng.store, "graph_reads", real)
     paths, alone = dict(graph.META_PATHS), {}
     for name, path in paths.items():  # each path by itself
         monkeypatch.setattr(graph, "META_PATHS", {name: path})
         scores, _ = await graph.mpfp(graph._Loader(eng.store, "default", cfg), seeds, {}, 100, cfg)
         for m, v in scores.items():
             alone[m] = alone.get(m, 0.0) + v
-    # relates_to, the first hop of next and next2 (once), next2's second hop
-    assert shared_reads == [("next",), ("next",), ("relates_to",)]
     assert together.keys() == alone.keys()
     assert all(together[m] == pytest.approx(min(alone[m], 1.0)) for m in alone)
 

@@ -122,3 +122,31 @@ async def test_a_longer_handle_is_shown_and_counted_in_the_budget(connect):
         # The twins share 31 hex digits: only their full ids are unique, and the budget counts them.
         assert sorted(m["id"] for m in data["memories"]) == [str(TWIN_A), str(TWIN_B)]
         assert count_tokens(render.to_text(data)) == data["tokens_used"]
+
+
+async def test_recall_reads_the_likely_results_handles_once_while_stage_8_runs(engine, monkeypatch):
+    """The handles of the best candidates after the relevance threshold are read ahead, in one
+    statement; stage 9 takes them from there (a memory outside them is read when taken)."""
+    await seed(engine)
+    reads: list[list[uuid.UUID]] = []
+    real = engine.store.handles
+
+    async def counted(ids):
+        reads.append(list(ids))
+        return await real(ids)
+
+    monkeypatch.setattr(engine.store, "handles", counted)
+    res = await engine.recall(engine.recall_request("where are invoices stored?", limit=2), touch=False)
+    assert len(reads) == 1 and len(reads[0]) <= 4  # 2 x limit, at most
+    assert {m.id for m, _ in res.memories} <= set(reads[0])
+    shown = {m["id"] for m in res.rendered["memories"]}
+    assert str(TWIN_A) in shown  # the twins' handles are whole ids, as read from the store
+
+    from memlane.pipeline.assemble import HandlesReadAhead
+
+    ahead = HandlesReadAhead(counted, [TWIN_A])
+    reads.clear()
+    found = await ahead([TWIN_A, LONER])
+    assert found == {TWIN_A: render.handle_of(TWIN_A, 32), LONER: render.handle_of(LONER, 8)}
+    assert reads == [[TWIN_A], [LONER]]  # ahead, then only the one it had not read
+    ahead.cancel()

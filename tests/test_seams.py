@@ -327,8 +327,9 @@ async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_a
     )
     store = engine.store
     for question in ("billing invoices in which cluster?", "and the of it"):
-        ids, terms = await store.candidates("keyword", project="default", query=question, k=8)
+        ids, scores, terms = await store.candidates("keyword", project="default", query=question, k=8)
         assert terms is not None and bool(terms.lexemes) == (question != "and the of it")
+        assert len(scores) == len(ids) and scores == sorted(scores, reverse=True)
         embedding = engine.embedder.embed_query(question)
         common = {"project": "default", "query": question, "embedding": embedding, "k": 8}
         given = await store.search(**common, preselected={"keyword": ids}, terms=terms)
@@ -337,5 +338,11 @@ async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_a
         assert [h.scores for h in given] == [pytest.approx(h.scores, rel=1e-12) for h in again]
         if terms.lexemes:  # the keyword arm found the billing notes, and scored them
             assert ids and max(h.scores["keyword"] for h in given) > 0
-    vec_ids, none = await store.candidates("vector", project="default", query="x", k=3, embedding=embedding)
-    assert none is None and len(vec_ids) == 3
+            # the scores it returned with its candidates are those the scoring statement computes
+            assert dict(zip(ids, scores, strict=True)) == pytest.approx(
+                {h.memory.id: h.scores["keyword"] for h in given if h.memory.id in set(ids)}, rel=1e-9
+            )
+    vec_ids, no_scores, none = await store.candidates(
+        "vector", project="default", query="x", k=3, embedding=embedding
+    )
+    assert none is None and no_scores is None and len(vec_ids) == 3

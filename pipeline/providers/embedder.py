@@ -81,6 +81,10 @@ class Embedder(ABC):
 
     provider: str = "base"
 
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
     def load(self) -> None:
         with self._lock:
             if not self._loaded:
@@ -428,7 +432,8 @@ async def embed_texts(
     if not texts:
         return []
     try:
-        await asyncio.to_thread(embedder.load)
+        if not getattr(embedder, "loaded", False):  # (loaded: no thread hop for nothing)
+            await asyncio.to_thread(embedder.load)
     except MemlaneError:
         raise
     except Exception as e:

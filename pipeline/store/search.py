@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from ..errors import ModelMismatch
 from ..records import Memory
-from .rows import MEMORY_COLUMNS, row_to_memory
+from .rows import ACCESS_COLUMNS, ACCESS_JOIN, MEMORY_COLUMNS, MEMORY_WIDTH, row_to_memory, values_to_memory
 from .vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
@@ -106,7 +106,7 @@ class SqlArm:
     candidate ids, and a score expression over ``m`` that is computed for every candidate."""
 
     cte: str
-    select: str  # the candidate query, with {where} for the shared filters
+    select: str  # the candidate query (id first), with {where} for the shared filters
     score: str
     needs_embedding: bool
     # Its candidate query reads the question's lexemes (QUERY_CTES). The vector arm's does not, and
@@ -126,8 +126,8 @@ SQL_ARMS: dict[str, SqlArm] = {
     ),
     "keyword": SqlArm(
         cte="kw",
-        select=f"SELECT m.id FROM memories m, qidf WHERE {{where}} AND m.tsv @@ qidf.tq"
-        f" ORDER BY {BM25} DESC, m.content_hash LIMIT %(k)s",
+        select=f"SELECT m.id, {BM25} AS score, m.content_hash AS tie FROM memories m, qidf"
+        " WHERE {where} AND m.tsv @@ qidf.tq ORDER BY score DESC, tie LIMIT %(k)s",
         score=BM25,
         needs_embedding=False,
         reads_lexemes=True,
@@ -192,12 +192,13 @@ class SearchQueries:
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
         embedding: list[float] | None = None,
-    ) -> tuple[list[UUID], QueryTerms | None]:
-        """One store arm alone: the ids of its top k, and for an arm that reads the question's
-        lexemes (keyword) their statistics (``QueryTerms``, for ``search``). Recall runs the arms
-        that need no embedding (keyword) while the query is being embedded, and the others
-        (vector, given ``embedding``) as soon as it is, each on its own connection, before one
-        ``search`` scores them all."""
+    ) -> tuple[list[UUID], list[float] | None, QueryTerms | None]:
+        """One store arm alone: the ids of its top k (for the keyword arm best first, ties by
+        content), and for an arm that reads the
+        question's lexemes (keyword) their scores and the question's statistics (``QueryTerms``,
+        for ``search``). Recall runs the arms that need no embedding (keyword) while the query is
+        being embedded, and the others (vector, given ``embedding``) as soon as it is, each on its
+        own connection, before one ``search`` scores them all."""
         spec = SQL_ARMS[arm]
         if spec.needs_embedding and embedding is None:
             raise ValueError(f"the {arm} arm needs an embedding")
@@ -206,11 +207,13 @@ class SearchQueries:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         sql = f"{spec.cte} AS ({spec.select.format(where=where)})"
         if not spec.reads_lexemes:
-            sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL FROM {spec.cte}"
+            sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL, NULL FROM {spec.cte}"
         else:
             sql = (
-                f"WITH {QUERY_CTES}, {sql} SELECT (SELECT array_agg(id) FROM {spec.cte}),"
-                " qidf.lexemes, qidf.idfs, qidf.avgdl, qidf.tq::text FROM qidf"
+                f"WITH {QUERY_CTES}, {sql} SELECT ids, scores,"
+                " qidf.lexemes, qidf.idfs, qidf.avgdl, qidf.tq::text FROM qidf,"
+                f" (SELECT array_agg(id ORDER BY score DESC, tie) AS ids,"
+                f" array_agg(score ORDER BY score DESC, tie) AS scores FROM {spec.cte}) AS top"
             )
         async with self._connection() as conn:
             try:
@@ -218,13 +221,13 @@ class SearchQueries:
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
-            ids, lexemes, idfs, avgdl, tsquery = await cur.fetchone()
+            ids, scores, lexemes, idfs, avgdl, tsquery = await cur.fetchone()
         terms = None
         if spec.reads_lexemes:
             terms = QueryTerms(
                 tuple(lexemes or ()), tuple(float(x) for x in idfs or ()), float(avgdl), tsquery
             )
-        return list(ids or ()), terms
+        return list(ids or ()), [float(x) for x in scores or ()] if spec.reads_lexemes else None, terms
 
     async def search(
         self,
@@ -271,21 +274,25 @@ class SearchQueries:
         flags = ", ".join(f"m.id IN (SELECT id FROM {usable[n].cte}) AS in_{n}" for n in selecting)
         union = " UNION ".join(f"SELECT id FROM {usable[n].cte}" for n in selecting)
         sql = (
-            f"WITH {', '.join(ctes)} SELECT {cols}, {scores}, {flags}"
-            f" FROM ({union}) AS ids JOIN memories m ON m.id = ids.id CROSS JOIN qidf"
+            f"WITH {', '.join(ctes)} SELECT {cols}, {ACCESS_COLUMNS}, {scores}, {flags}"
+            f" FROM ({union}) AS ids JOIN memories m ON m.id = ids.id {ACCESS_JOIN} CROSS JOIN qidf"
         )
         async with self._connection() as conn:
             try:
-                cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+                cur = await conn.execute(sql, params)
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
             rows = await cur.fetchall()
+        # Tuple rows: the memory's columns, its access statistics, a score per usable arm, a flag
+        # per selecting arm.
+        w = MEMORY_WIDTH
+        names, n_scores = list(usable), len(usable)
         return [
             Hit(
-                memory=row_to_memory(r),
-                scores={n: float(r[f"{n}_score"]) for n in usable},
-                found_by=tuple(n for n in selecting if r[f"in_{n}"]),
+                memory=values_to_memory(r, r[w : w + 2]),
+                scores=dict(zip(names, map(float, r[w + 2 : w + 2 + n_scores]), strict=True)),
+                found_by=tuple(n for n, flag in zip(selecting, r[w + 2 + n_scores :], strict=True) if flag),
             )
             for r in rows
         ]
@@ -339,8 +346,8 @@ class SearchQueries:
             f" top AS (SELECT id, vector_score, keyword_score, count(*) OVER () AS scanned,"
             f" coalesce(vector_score, 0) + coalesce(keyword_score / nullif(max(keyword_score) OVER (), 0), 0)"
             f" AS arm_score FROM scored ORDER BY arm_score DESC, id LIMIT %(k)s)"
-            f" SELECT {cols}, top.vector_score, top.keyword_score, top.scanned FROM top"
-            f" JOIN memories m ON m.id = top.id ORDER BY top.arm_score DESC, m.content_hash"
+            f" SELECT {cols}, {ACCESS_COLUMNS}, top.vector_score, top.keyword_score, top.scanned FROM top"
+            f" JOIN memories m ON m.id = top.id {ACCESS_JOIN} ORDER BY top.arm_score DESC, m.content_hash"
         )
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
