@@ -445,7 +445,11 @@ class GraphConfig(Section):
         default=1.5, ge=0.0, le=10.0, description="Spreading activation: factor on causes links."
     )
     entry_points: int = Field(
-        default=10, ge=1, le=200, description="Top fused hits of the other arms the graph arm starts from."
+        default=10,
+        ge=1,
+        le=200,
+        description="Top keyword hits the graph arm starts from (the fused hits of the other arms when "
+        "the keyword arm found none).",
     )
     expand_low: int = Field(default=10, ge=1, le=10000, description="Nodes expanded at recall budget low.")
     expand_mid: int = Field(default=30, ge=1, le=10000, description="Nodes expanded at recall budget mid.")

@@ -12,6 +12,9 @@ select their top k inside the statement that scores the union. Either way one SQ
 query text scores the union on every arm. The per-text statements run concurrently, bounded by
 ``MAX_PARALLEL_SEARCHES``. Python arms (graph, temporal) run last, with the store arms' hits as
 entry points; what they read from the question alone (``Arm.prepare``) starts with the embedding.
+An arm that can start from the keyword arm's hits (``Arm.early``: the graph) starts as soon as they
+are in, beside the embedding; its hits the keyword arm did not return are scored on every store
+arm by a statement of their own, beside the per-text statements.
 """
 
 from __future__ import annotations
@@ -238,6 +241,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         _cancel(starts.values())
     for (suffix, _), hits in zip(jobs, found, strict=True):
         out.add(suffix, hits)
+    by_store = set(out.memories)  # what the store arms returned (the early arms' own hits come next)
     ran_early = set()
     for name, result in zip(names, started, strict=True):
         if result is None:  # nothing to start from: it runs after the store arms
@@ -245,9 +249,8 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         expansion, hits = result
         out.add_scores(hits)
         out.details[name] = expansion.detail
-        out.add_list(
-            name, ranked_memories(ctx, expansion, out, [m for m, _ in expansion.ranked if m not in known])
-        )
+        only_its = [m for m, _ in expansion.ranked if str(m) not in by_store]
+        out.add_list(name, ranked_memories(ctx, expansion, out, only_its))
         ran_early.add(name)
     for arm in active:
         if not arm.in_store and arm.name not in ran_early:
