@@ -228,6 +228,21 @@ def pack(
     return Packed(chosen=[c for c, _ in chosen], rendered=body, tokens_used=tokens)
 
 
+# Up to this many memories are packed on the event loop (well under a millisecond of token
+# counting); more, in a worker thread, so a big result does not hold up every other request.
+INLINE_PACK_LIMIT = 20
+
+
+def _packing(limit: int):
+    if limit <= INLINE_PACK_LIMIT:
+
+        async def inline(fn, *args, **kwargs):
+            return fn(*args, **kwargs)
+
+        return inline
+    return asyncio.to_thread
+
+
 async def assemble(
     candidates: list[Candidate],
     *,
@@ -238,8 +253,8 @@ async def assemble(
     show_project: bool = False,
     extras: Extras | None = None,
 ) -> Packed:
-    """Pack in a worker thread (counting tokens is CPU work that would hold up every other request
-    on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
+    """Pack (in a worker thread for a large ``limit``: counting tokens is CPU work that would hold
+    up every other request on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
     unique (two ids of a store of 100,000 share their first 8 hex digits with a chance of 1 in
     40,000 per id); when one needs more digits, its result costs more, so it is packed again. The
     handles of the first ``limit`` candidates (usually the ones taken) are read while packing."""
@@ -253,7 +268,7 @@ async def assemble(
     try:
         while True:
             packed_with = dict(known)
-            packed = await asyncio.to_thread(
+            packed = await _packing(limit)(
                 pack,
                 candidates,
                 limit=limit,
