@@ -255,6 +255,24 @@ async def _terminate_when_waiting(database_url: str, n: int) -> int:
         return len(pids)
 
 
+async def test_the_graph_arms_reads_run_again_when_their_connection_dies(engine, database_url):
+    """The graph arm's reads (the question's entities, a hop) are reads like the others: one whose
+    connection is lost mid-call runs again, and the recall answers as if nothing happened."""
+    await engine.remember_many(
+        [
+            {"content": "Hana keeps the on-call rota in a shared spreadsheet", "project": "g", "source": "s"},
+            {"content": "Hana moved the rota to the wiki in May", "project": "g", "source": "s"},
+        ]
+    )
+    blocker = await psycopg.AsyncConnection.connect(database_url)
+    await blocker.execute("LOCK TABLE memory_links, memlane_entities IN ACCESS EXCLUSIVE MODE")
+    read = asyncio.create_task(recalled(engine, "where does Hana keep the rota?", "g"))
+    assert await _terminate_when_waiting(database_url, 2) >= 2  # the entity lookup and the first hop
+    await blocker.rollback()
+    await blocker.close()
+    assert "Hana keeps the on-call rota in a shared spreadsheet" in await read
+
+
 async def test_a_read_whose_connection_dies_mid_call_runs_again_and_a_write_reports_it(engine, database_url):
     """A connection lost in the middle of a statement (the server is fine): a read (recall) runs
     again on a new connection and the caller sees nothing; a write is not repeated, since it may

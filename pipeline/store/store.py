@@ -888,6 +888,6 @@ def _read_again_once(method):
 # stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
 for _name in (
     "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
-    "resolve_id", "auto_topics", "access_stats", "category_centroids",
+    "resolve_id", "auto_topics", "access_stats", "category_centroids", "graph_reads", "entity_ids",
 ):  # fmt: skip
     setattr(Store, _name, _read_again_once(getattr(Store, _name)))
