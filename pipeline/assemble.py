@@ -254,41 +254,25 @@ async def assemble(
     extras: Extras | None = None,
 ) -> Packed:
     """Pack (in a worker thread for a large ``limit``: counting tokens is CPU work that would hold
-    up every other request on the loop), then look up the handles of the memories taken. An 8-digit handle is almost always
-    unique (two ids of a store of 100,000 share their first 8 hex digits with a chance of 1 in
-    40,000 per id); when one needs more digits, its result costs more, so it is packed again. The
-    handles of the first ``limit`` candidates (usually the ones taken) are read while packing."""
+    up every other request on the loop), then look up the handles of the memories taken (recall
+    passes a ``HandlesReadAhead``, already reading them). An 8-digit handle is almost always unique
+    (two ids of a store of 100,000 share their first 8 hex digits with a chance of 1 in 40,000 per
+    id); when one needs more digits, its result costs more, so it is packed again."""
     known: dict[UUID, str] = {}
-    lookup = handles is not None and not explain
-    early = (
-        asyncio.ensure_future(handles([c.memory.id for c in candidates[:limit]]))
-        if lookup and candidates
-        else None
-    )
-    try:
-        while True:
-            packed_with = dict(known)
-            packed = await _packing(limit)(
-                pack,
-                candidates,
-                limit=limit,
-                max_tokens=max_tokens,
-                handles=packed_with,
-                explain=explain,
-                show_project=show_project,
-                extras=extras,
-            )
-            if not lookup:
-                return packed
-            if early is not None:
-                known.update(await early)
-                early = None
-            missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
-            if missing:
-                known.update(await handles(missing))
-            fresh = [c.memory.id for c in packed.chosen if c.memory.id not in packed_with]
-            if all(known[mid] == render.handle_of(mid) for mid in fresh):
-                return packed  # the 8-digit handles it was packed with are the unique ones
-    finally:
-        if early is not None:
-            early.cancel()
+    while True:
+        packed = await _packing(limit)(
+            pack,
+            candidates,
+            limit=limit,
+            max_tokens=max_tokens,
+            handles=known,
+            explain=explain,
+            show_project=show_project,
+            extras=extras,
+        )
+        missing = [c.memory.id for c in packed.chosen if c.memory.id not in known]
+        if handles is None or explain or not missing:
+            return packed
+        known.update(await handles(missing))
+        if all(known[mid] == render.handle_of(mid) for mid in missing):
+            return packed  # the 8-digit handles it was packed with are the unique ones

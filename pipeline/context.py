@@ -38,9 +38,7 @@ class RecallContext:
     adjustments: bool = True  # stage 8 on (the benchmark's ablation switches it off)
     query_embedding: Any = None  # the question's embedding, kept by retrieval for stage 8
     access_read: Any = None  # stage 8's read of the candidates' access statistics, started after stage 4
-    handles: Any = (
-        None  # stage 9's handle lookup, reading ahead while stage 8 runs (assemble.HandlesReadAhead)
-    )
+    handles: Any = None  # stage 9's handle lookup, read ahead during stage 8 (assemble.HandlesReadAhead)
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

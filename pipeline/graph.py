@@ -8,7 +8,8 @@ the question's entities are looked up even earlier (``prepare``). A question wit
 runs the arm after the store arms (``run``), from their top fused hits (activation = fused score
 over the best). Measured at 100,000 memories: the arm's three round trips after the embedding
 (hop 1, hop 2, the new hits' scores) cost 6 ms of a 30 ms recall; started from the keyword hits
-they overlap the embedding, and the LoCoMo development set scores the same (within +-0.002).
+they overlap the embedding, and the LoCoMo development set scores the same within its run-to-run
+noise.
 
 Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``graph.expand_low`` /
 ``expand_mid`` / ``expand_high`` nodes expanded), both reported in the retrieval stage's
@@ -17,25 +18,26 @@ Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``grap
 - ``activation``: spreading activation (``mpfp`` is the default: it measured better on LoCoMo). The
   entry points and the question's entities (activation 1) spread activation to their neighbours,
   ``graph.decay`` kept per hop, links weighted by kind (relates_to by its similarity,
-  next/previous 0.9, same_time 0.5, causes x ``graph.causes_boost``); an entity passes activation on divided by the square root of its number
-  of mentions, and one mentioned more than ``graph.max_entity_degree`` times is not expanded (the
-  user's own name says nothing). The neighbourhood (links and mentions of the entry points, then
-  the memories of their entities) is loaded in two rounds of queries and the spreading runs over a
-  networkx graph, most active node first, until the budget of expansions is spent. A memory's score
+  next/previous 0.9, same_time 0.5, causes x ``graph.causes_boost``); an entity passes activation
+  on divided by the square root of its number of mentions, and one mentioned more than
+  ``graph.max_entity_degree`` times is not expanded (the user's own name says nothing). The
+  neighbourhood (links and mentions of the entry points, then the memories of their entities) is
+  loaded in two rounds of queries and the spreading runs over a networkx graph, most active node first, until the budget of expansions is spent. A memory's score
   is the activation it received from other nodes, so an entry point connected to other good hits
   scores too.
 - ``mpfp``: meta-path forward push. For each typed path (memory -> entity -> memory,
   memory -relates_to-> memory, memory -next/previous-> memory, twice), a forward push from the entry
   points along the path's link types, edges loaded per hop for the frontier only (the paths run in
   step: one statement per depth for every path's hop): each node pushed from keeps ``PUSH_ALPHA``
-  of its mass and passes the rest to its neighbours in proportion to the link weights, never back to the entry point (or question entity) the mass came from. A memory's
-  score is the mass it holds, summed over the paths.
+  of its mass and passes the rest to its neighbours in proportion to the link weights, never back
+  to the entry point (or question entity) the mass came from. A memory's score is the mass it
+  holds, summed over the paths.
 
 The scale, the same for both algorithms (fusion uses it as it is, ``normalise = "none"``): an
 entry point enters with its activation (in [0, 1]), a question entity with 1, and a memory's score
 is the activation that reached it, capped at 1. So a neighbour of a weak entry point gets less
-than a neighbour of a strong one, a memory several paths agree on gets more than one reached once, and
-the graph adds its full weight (``recall.arm_weights.graph``) only for full-strength evidence, not
+than a neighbour of a strong one, a memory several paths agree on gets more than one reached
+once, and the graph adds its full weight (``recall.arm_weights.graph``) only for full-strength evidence, not
 for whatever is this query's best graph hit. An entry point scores only what other entry points
 push to it.
 
@@ -396,7 +398,5 @@ async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
     found = await expand(ctx, query, _entry_points(ctx, retrieved), retrieved.prepared.get("graph"), "fused")
     retrieved.details["graph"] = found.detail
     unknown = [m for m, _ in found.ranked if str(m) not in retrieved.memories]
-    if unknown:
-        found.detail["queries"] += 1
-        retrieved.add_scores(await score_ids(ctx, query, unknown, retrieved.embedding, retrieved.terms))
+    retrieved.add_scores(await score_ids(ctx, query, found, unknown, retrieved.embedding, retrieved.terms))
     return ranked_memories(ctx, found, retrieved, unknown)

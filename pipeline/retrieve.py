@@ -295,15 +295,16 @@ async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, emb
     if expansion is None:
         return None
     unknown = [m for m, _ in expansion.ranked if m not in known]
-    if not unknown:
-        return expansion, []
-    expansion.detail["queries"] = expansion.detail.get("queries", 0) + 1
-    return expansion, await score_ids(ctx, query, unknown, embedding, terms)
+    return expansion, await score_ids(ctx, query, expansion, unknown, embedding, terms)
 
 
-async def score_ids(ctx, query: Query, ids: list, embedding, terms) -> list:
+async def score_ids(ctx, query: Query, found, ids: list, embedding, terms) -> list:
     """Exact scores on the store arms (cosine, BM25 of the question) of memories a Python arm found
-    and the store arms did not return; for ``Retrieved.add_scores`` (not added to their lists)."""
+    (``found``: its result, whose detail counts the statement) and the store arms did not return;
+    for ``Retrieved.add_scores`` (not added to their lists)."""
+    if not ids:
+        return []
+    found.detail["queries"] = found.detail.get("queries", 0) + 1
     first = "vector" if embedding is not None else "keyword"
     hits = await ctx.store.search(
         project=ctx.request.project,

@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from ..errors import InvalidInput
 from ..records import Memory
-from .rows import MEMORY_COLUMNS, row_to_memory
+from .rows import M_MEMORY_COLUMNS, row_to_memory
 
 # "when": when it happened (occurred_at), or when it was stored when that is unknown; the same
 # expression as the index memories_project_when, so the planner can use it.
@@ -131,7 +131,7 @@ class BrowseQueries:
             params.extend(values)
         direction = "DESC" if descending != backward else "ASC"
         order = ", ".join(f"{k} {direction}" for k in keys)
-        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        cols = M_MEMORY_COLUMNS
         key_cols = ", ".join(f"{k} AS k{i}" for i, k in enumerate(keys))
         sql = (
             f"SELECT p.*, a.access_count, a.last_accessed_at FROM ("
@@ -205,7 +205,7 @@ class BrowseQueries:
 
     async def most_recalled(self, project: str, limit: int = 5) -> list[Memory]:
         """The memories recalls returned most often (memory_access holds only recalled memories)."""
-        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        cols = M_MEMORY_COLUMNS
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(
                 f"SELECT {cols}, a.access_count, a.last_accessed_at FROM memory_access a"

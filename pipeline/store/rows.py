@@ -19,6 +19,7 @@ ACCESS_JOIN = "LEFT JOIN memory_access a ON a.memory_id = m.id"
 
 MEMORY_NAMES = tuple(c.strip() for c in MEMORY_COLUMNS.split(","))
 MEMORY_WIDTH = len(MEMORY_NAMES)
+M_MEMORY_COLUMNS = ", ".join("m." + c for c in MEMORY_NAMES)  # the same, of a table aliased m
 
 
 def row_to_memory(r: dict[str, Any]) -> Memory:

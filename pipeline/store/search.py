@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from ..errors import ModelMismatch
 from ..records import Memory
-from .rows import ACCESS_COLUMNS, ACCESS_JOIN, MEMORY_COLUMNS, MEMORY_WIDTH, row_to_memory, values_to_memory
+from .rows import ACCESS_COLUMNS, ACCESS_JOIN, M_MEMORY_COLUMNS, MEMORY_WIDTH, row_to_memory, values_to_memory
 from .vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
@@ -194,9 +194,8 @@ class SearchQueries:
         embedding: list[float] | None = None,
     ) -> tuple[list[UUID], list[float] | None, QueryTerms | None]:
         """One store arm alone: the ids of its top k (for the keyword arm best first, ties by
-        content), and for an arm that reads the
-        question's lexemes (keyword) their scores and the question's statistics (``QueryTerms``,
-        for ``search``). Recall runs the arms that need no embedding (keyword) while the query is
+        content), and for an arm that reads the question's lexemes (keyword) their scores and the
+        question's statistics (``QueryTerms``, for ``search``). Recall runs the arms that need no embedding (keyword) while the query is
         being embedded, and the others (vector, given ``embedding``) as soon as it is, each on its
         own connection, before one ``search`` scores them all."""
         spec = SQL_ARMS[arm]
@@ -269,7 +268,7 @@ class SearchQueries:
                 ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)s::uuid[]) AS id)")
             else:
                 ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
-        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        cols = M_MEMORY_COLUMNS
         scores = ", ".join(f"{spec.score} AS {name}_score" for name, spec in usable.items())
         flags = ", ".join(f"m.id IN (SELECT id FROM {usable[n].cte}) AS in_{n}" for n in selecting)
         union = " UNION ".join(f"SELECT id FROM {usable[n].cte}" for n in selecting)
@@ -334,7 +333,7 @@ class SearchQueries:
             cosine = "1 - (m.embedding <=> %(emb)s)"
         else:
             cosine = "NULL::float8"
-        cols = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+        cols = M_MEMORY_COLUMNS
         sql = (
             f"WITH {QUERY_CTES},"
             f" inr AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
