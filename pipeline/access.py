@@ -3,7 +3,7 @@
 A ``Principal`` is a caller (an HTTP bearer token's name, or the local user) with the glob
 patterns (``fnmatch``, case-sensitive) of the projects it may read and write. stdio and the CLI are
 the local user, ``LOCAL``, with every project. The server maps each request's access token to a
-principal (``memlane.server.auth``); the engine takes it on every call that names a project or a
+principal (``memlane.server.auth.http``); the engine takes it on every call that names a project or a
 memory id and checks it here, so a caller learns nothing about projects outside its patterns.
 
 Pure logic, no ``mcp``: recall across several projects asks ``readable_projects`` which of the
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from .errors import NotAllowed
+from memlane.pipeline.errors import NotAllowed
 
 ALL = "*"
 

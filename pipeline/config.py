@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from . import arms
+from memlane.pipeline.recall import arms
 
 
 class Section(BaseModel):
@@ -109,7 +109,7 @@ class LLMStagesConfig(Section):
     # question's cosine to each category's centroid is used).
     category_match: LLMStageConfig = LLMStageConfig(enabled=False)
     category_summary: LLMStageConfig = LLMStageConfig()  # memlane maintain --task summaries, not recall
-    # remember: entities and causes links (pipeline/extract.py). Off unless enabled: one LLM call per
+    # remember: entities and causes links (pipeline/remember/extract.py). Off unless enabled: one LLM call per
     # new memory is a cost a configured [llm] should not start paying silently.
     extract: LLMStageConfig = LLMStageConfig(enabled=False)
     # remember: topic names and fact types from an LLM, refining the offline ones (pipeline/
@@ -272,7 +272,7 @@ class RecallConfig(Section):
     rrf_vector: RrfVectorWeights = RrfVectorWeights()
     arm_weights: dict[str, float] = Field(
         default_factory=arms.default_weights,
-        description="Fusion weight of each retrieval arm (pipeline/arms.py); arms left out keep their "
+        description="Fusion weight of each retrieval arm (pipeline/recall/arms.py); arms left out keep their "
         "default weight.",
     )
     keyword_common_df: float = Field(
@@ -393,8 +393,8 @@ class RecallConfig(Section):
 
 
 class TemporalConfig(Section):
-    """The time-expression parser and the temporal retrieval arm (pipeline/temporal.py,
-    pipeline/temporal_arm.py). The arm's boost is its fusion weight, ``recall.arm_weights.temporal``."""
+    """The time-expression parser and the temporal retrieval arm (pipeline/time/parser.py,
+    pipeline/time/arm.py). The arm's boost is its fusion weight, ``recall.arm_weights.temporal``."""
 
     enabled: bool = Field(
         default=True,
@@ -499,7 +499,7 @@ class CustomTopic(Section):
 
 
 class TopicsConfig(Section):
-    """Topics and fact types assigned when memories are stored (pipeline/topics.py, facttypes.py)."""
+    """Topics and fact types assigned when memories are stored (pipeline/remember/topics.py, facttypes.py)."""
 
     enabled: bool = Field(
         default=True,
@@ -560,7 +560,7 @@ class TopicsConfig(Section):
 
 
 class SummariesConfig(Section):
-    """Category summaries (pipeline/summaries.py)."""
+    """Category summaries (pipeline/remember/summaries.py)."""
 
     key_terms: int = Field(default=8, ge=1, le=50, description="Key terms kept per category.")
     extract_memories: int = Field(

@@ -12,29 +12,40 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import access
-from . import filter as content_filter
-from . import ingest as ingest_path
-from . import recall as recall_pipeline
-from . import remember as remember_path
-from . import validate as v
-from .access import Principal
-from .config import LLM_STAGES, EngineConfig
-from .context import RecallContext
-from .errors import EmbeddingFailed, InvalidInput, StoreError
-from .facttypes import classify as classify_fact
-from .facttypes import fact_types_filter
-from .ingest import IngestResult
-from .inputs import MemoryInput, MemoryPatch
-from .llm import LLMService
-from .providers.embedder import BUILTIN_MODELS, Embedder, embed_texts, is_explicit, make_embedder
-from .providers.llm import LLM
-from .records import Memory, RecallRequest, RecallResult, Remembered
-from .store import Store
-from .store.browse import BrowsePage, ProjectSummary
-from .store.embedded import EmbeddedPostgres, watch_postmaster
-from .summaries import CategorySummary, category_summaries
-from .topics import Topics, topics_filter
+from memlane.pipeline import access
+from memlane.pipeline import validate as v
+from memlane.pipeline.access import Principal
+from memlane.pipeline.config import LLM_STAGES, EngineConfig
+from memlane.pipeline.errors import EmbeddingFailed, InvalidInput, StoreError
+from memlane.pipeline.llm.service import LLMService
+from memlane.pipeline.providers.embedding.embedders import (
+    BUILTIN_MODELS,
+    Embedder,
+    embed_texts,
+    is_explicit,
+    make_embedder,
+)
+from memlane.pipeline.providers.llm.base import LLM
+from memlane.pipeline.recall import pipeline as recall_pipeline
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.records import (
+    Memory,
+    RecallRequest,
+    RecallResult,
+    Remembered,
+)
+from memlane.pipeline.remember import content_filter
+from memlane.pipeline.remember import ingest as ingest_path
+from memlane.pipeline.remember import pipeline as remember_path
+from memlane.pipeline.remember.facttypes import classify as classify_fact
+from memlane.pipeline.remember.facttypes import fact_types_filter
+from memlane.pipeline.remember.ingest import IngestResult
+from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
+from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
+from memlane.pipeline.remember.topics import Topics, topics_filter
+from memlane.pipeline.store import Store
+from memlane.pipeline.store.browse import BrowsePage, ProjectSummary
+from memlane.pipeline.store.embedded import EmbeddedPostgres, watch_postmaster
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +165,7 @@ class Engine:
 
     def warm(self) -> None:
         """Load the embedding model and the tokenizer (blocking; call from a thread)."""
-        from .tokens import count_tokens
+        from memlane.pipeline.tokens import count_tokens
 
         self.embedder.load()
         count_tokens("warm")
@@ -203,8 +214,8 @@ class Engine:
         return results
 
     def topics_llm(self):
-        """The topics LLM stage for the write path (pipeline/topics_llm.py), or None."""
-        from . import topics_llm
+        """The topics LLM stage for the write path (pipeline/remember/topics_llm.py), or None."""
+        from memlane.pipeline.remember import topics_llm
 
         return topics_llm.for_engine(self)
 
@@ -213,7 +224,7 @@ class Engine:
         the LLM's additions are extra, never a failed remember)."""
         if self.llm is None:
             return
-        from . import extract
+        from memlane.pipeline.remember import extract
 
         created = [
             (r.id, r.project, m.content)
@@ -245,7 +256,7 @@ class Engine:
         principal: Principal | None = None,
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
-        (``pipeline/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
+        (``pipeline/remember/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
         return await ingest_path.ingest(
             self,
             text,
@@ -280,7 +291,7 @@ class Engine:
     ) -> RecallRequest:
         """Check a recall's arguments. ``project`` is one name (the recall is isolated to it) or a
         list of names (a recall across them, ``current_project`` boosted: default the first listed);
-        ``"*"`` must be resolved to names by the caller first (``server/projects.py``), since which
+        ``"*"`` must be resolved to names by the caller first (``server/auth/projects.py``), since which
         projects a caller may read is the server's business."""
         cfg = self.config.recall
         if not isinstance(query, str) or not query.strip():

@@ -18,12 +18,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from . import validate as v
-from .errors import InvalidInput, StoreError
-from .store.topics import add_to_sums
+from memlane.pipeline import validate as v
+from memlane.pipeline.errors import InvalidInput, StoreError
+from memlane.pipeline.store.topics import add_to_sums
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from memlane.pipeline.engine import Engine
 
 # pg_try_advisory_lock key of a running ``memlane maintain`` (the migration lock is another key).
 MAINTAIN_LOCK_KEY = 0x6D6C6D61  # "mlma"
@@ -176,7 +176,7 @@ async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
     """Topics and fact types for memories stored before they existed (migration 0007), then every
     category summary with pending changes. Each batch and each summary is its own transaction, so
     an interrupted run continues where it stopped; a second run finds nothing to do."""
-    from . import facttypes, summaries
+    from memlane.pipeline.remember import facttypes, summaries
 
     store, topics, cfg = engine.store, engine.topics, engine.config.summaries
     unassigned = await store.count_unassigned() if topics.enabled else 0
@@ -227,9 +227,9 @@ async def _links(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
     the graph tables were emptied), by the write path's own rules, in (created_at, id) order and
     batches of ``LINK_BATCH``, each its own transaction (resumable: a linked memory is marked);
     then entities no memory mentions any more are deleted."""
-    from .entities import extract
-    from .remember import link_settings
-    from .store.graph import LinkItem
+    from memlane.pipeline.graph.entities import extract
+    from memlane.pipeline.remember.pipeline import link_settings
+    from memlane.pipeline.store.graph import LinkItem
 
     store = engine.store
     total = await store.count_unlinked()

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from .errors import InvalidInput
+from memlane.pipeline.errors import InvalidInput
 
 _PROJECT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3

@@ -1,1 +1,1 @@
-"""memlane MCP layer: tools, resources, transports, CLI, settings."""
+"""memlane's outer layer: the MCP server, auth, the CLI, the memory browser, benchmarks, settings."""

@@ -10,10 +10,10 @@ import warnings
 
 
 class RedactSecrets(logging.Filter):
-    """Replace likely secrets (``memlane.pipeline.secrets``) in a log line with their placeholders."""
+    """Replace likely secrets (``memlane.pipeline.remember.secrets``) in a log line with their placeholders."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from memlane.pipeline.secrets import redact
+        from memlane.pipeline.remember.secrets import redact
 
         try:
             message = record.getMessage()

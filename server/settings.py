@@ -58,7 +58,7 @@ class UIConfig(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Bearer tokens for the HTTP transports (``memlane token create``; see server/tokens.py)."""
+    """Bearer tokens for the HTTP transports (``memlane token create``; see server/auth/token_store.py)."""
 
     model_config = ConfigDict(extra="forbid")
 

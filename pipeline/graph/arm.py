@@ -57,9 +57,9 @@ from uuid import UUID
 
 import networkx as nx
 
-from . import entities as entity_extractor
-from .records import Memory
-from .store.graph import GraphRead
+from memlane.pipeline.graph import entities as entity_extractor
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.graph import GraphRead
 
 KIND_WEIGHT = {"relates_to": None, "next": 0.9, "previous": 0.9, "same_time": 0.5, "causes": 1.0}
 META_PATHS: dict[str, tuple[str, ...]] = {
@@ -74,7 +74,7 @@ PUSH_EPSILON = 1e-4
 
 def _entry_points(ctx, retrieved) -> dict[UUID, float]:
     """The top fused hits of the store arms, activation = fused score / best fused score."""
-    from .fuse import score_fusion
+    from memlane.pipeline.recall.fuse import score_fusion
 
     if not retrieved.scores:
         return {}
@@ -393,7 +393,7 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
 async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
     """The graph arm after the store arms, from their fused best hits (``retrieve`` starts it from
     the keyword arm's hits instead, while the question is embedded, when there are any)."""
-    from .retrieve import ranked_memories, score_ids
+    from memlane.pipeline.recall.retrieve import ranked_memories, score_ids
 
     found = await expand(ctx, query, _entry_points(ctx, retrieved), retrieved.prepared.get("graph"), "fused")
     retrieved.details["graph"] = found.detail

@@ -85,7 +85,7 @@ COMMON_WORD_RANK = 30000
 @functools.cache
 def is_common_word(word: str) -> bool:
     """A frequent English word (as in the relevance floor, with a wider rank)."""
-    from .threshold import STOPWORDS, _token_rank
+    from memlane.pipeline.recall.threshold import STOPWORDS, _token_rank
 
     w = word.lower()
     if w in STOPWORDS or w in _NEVER_NAMES:

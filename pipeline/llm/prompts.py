@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from .errors import ConfigError
+from memlane.pipeline.errors import ConfigError
 
 _VAR = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}")
 _FILE = re.compile(r"v(\d+)\.md")

@@ -18,9 +18,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts
-from .config import LLM_STAGES, LLMConfig
-from .providers.llm import LLM, LLMDeferred, LLMError, LLMReply, make_provider
+from memlane.pipeline.config import LLM_STAGES, LLMConfig
+from memlane.pipeline.llm import prompts
+from memlane.pipeline.providers.llm.base import (
+    LLM,
+    LLMDeferred,
+    LLMError,
+    LLMReply,
+    make_provider,
+)
 
 
 @dataclass(slots=True)

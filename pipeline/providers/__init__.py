@@ -1,2 +1,2 @@
-"""Providers behind small interfaces: embedders (``embedder.py``: ``make_embedder`` picks one by
-``embedding.provider``) and the LLM interface the LLM stages call (``llm.py``)."""
+"""Providers behind small interfaces: ``embedding`` (the embedders, picked by
+``embedding.provider``) and ``llm`` (the interface the LLM stages call, one module per API)."""

@@ -5,7 +5,7 @@
 | ``decay`` | ``1 - share + share * 0.5 ** (age / half_life)``: only ``share`` of the score decays, so an old exact match still beats a fresh vague one; age from ``occurred_at`` (else ``created_at``) to the recall's ``reference_time``; per-category half-lives; pinned memories and memories dated after the reference time do not decay | ``[recall.decay]`` (``recall.decay = false`` switches it off) | off |
 | ``priority`` | ``1 + (max_priority_boost - 1) * hot``, ``hot`` = 0.5 x (priority - 1) / 4 + 0.25 x access frequency (log scale, full at ``access_saturation``) + 0.25 x recency of use (halves every ``access_half_life_days`` since the last access): at most 2x | ``recall.adjust.priority`` | on |
 | ``pinned`` | 1 + ``pinned_boost`` (+10%) | ``recall.adjust.pinned_boost`` | on |
-| ``category`` | 1 + ``category_boost`` x the question's match to the memory's category (``pipeline/category_match.py``) | ``recall.adjust.category`` | on |
+| ``category`` | 1 + ``category_boost`` x the question's match to the memory's category (``pipeline/recall/category_match.py``) | ``recall.adjust.category`` | on |
 | ``project`` | a recall across projects: 1 + ``same_project`` (+30%) for ``current_project``, 1 + ``other_project`` (-20%) for the others | ``recall.adjust.same_project`` / ``other_project`` | on |
 
 Each memory's factors are in its ``adjustments`` with ``explain=true``; the stage's trace detail
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from .category_match import match_categories
-from .config import AdjustConfig, DecayConfig
-from .records import Candidate, Memory, stable_key
-from .stage import Step
+from memlane.pipeline.config import AdjustConfig, DecayConfig
+from memlane.pipeline.recall.category_match import match_categories
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Candidate, Memory, stable_key
 
 DAY_S = 86400.0
 FACTORS = ("decay", "priority", "pinned", "category", "project")

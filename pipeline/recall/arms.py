@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import InvalidInput
+from memlane.pipeline.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .records import Memory
+    from memlane.pipeline.records import Memory
 
 # What an arm may need from the query.
 NEEDS = frozenset({"text", "embedding", "time_range", "entry_points"})
@@ -85,7 +85,7 @@ KEYWORD = Arm(
 
 
 async def _temporal(ctx, query, found):
-    from .temporal_arm import run
+    from memlane.pipeline.time.arm import run
 
     return await run(ctx, query, found)
 
@@ -97,24 +97,24 @@ TEMPORAL = Arm(
     normalise="none",  # 1.0 for a memory in the question's time range: the weight is the boost
     default_weight=0.35,
     run=_temporal,
-    description="memories whose occurred_at is in a time range named by the question (pipeline/temporal_arm.py)",
+    description="memories whose occurred_at is in a time range named by the question (pipeline/time/arm.py)",
 )
 
 
 async def _graph(ctx, query, retrieved):
-    from . import graph
+    from memlane.pipeline.graph import arm as graph
 
     return await graph.run(ctx, query, retrieved)
 
 
 async def _graph_prepare(ctx, query):
-    from . import graph
+    from memlane.pipeline.graph import arm as graph
 
     return await graph.prepare(ctx, query)
 
 
 async def _graph_early(ctx, query, seeds, looked_up):
-    from . import graph
+    from memlane.pipeline.graph import arm as graph
 
     return await graph.expand(ctx, query, seeds, looked_up, "keyword")
 
@@ -131,7 +131,7 @@ GRAPH = Arm(
     prepare=_graph_prepare,
     early=_graph_early,
     description="spreading activation (or meta-path forward push) over entity and memory links "
-    "from the other arms' best hits and the question's entities (pipeline/graph.py)",
+    "from the other arms' best hits and the question's entities (pipeline/graph/arm.py)",
 )
 
 REGISTRY: dict[str, Arm] = {arm.name: arm for arm in (VECTOR, KEYWORD, GRAPH, TEMPORAL)}

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from . import render
-from .errors import InvalidInput
-from .records import Candidate
-from .tokens import count_tokens
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall import render
+from memlane.pipeline.records import Candidate
+from memlane.pipeline.tokens import count_tokens
 
 NOTE_NOTHING = (
     "No stored memory is relevant to this question: answer without memories (or ask the user), "

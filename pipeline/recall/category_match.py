@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .llm import parse_json
-from .providers.llm import LLMError
-from .records import Candidate
-from .stage import stage_llm
+from memlane.pipeline.llm.service import parse_json
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.stage import stage_llm
+from memlane.pipeline.records import Candidate
 
 Pair = tuple[str, str]  # (project, category)
 EXAMPLES_PER_CATEGORY = 2

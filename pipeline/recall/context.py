@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .llm import Usage
-from .records import RecallRequest, Trace
+from memlane.pipeline.llm.service import Usage
+from memlane.pipeline.records import RecallRequest, Trace
 
 if TYPE_CHECKING:
-    from .config import EngineConfig
-    from .llm import LLMService
-    from .providers.embedder import Embedder
-    from .store import Store
+    from memlane.pipeline.config import EngineConfig
+    from memlane.pipeline.llm.service import LLMService
+    from memlane.pipeline.providers.embedding.embedders import Embedder
+    from memlane.pipeline.store import Store
 
 
 def utc_now() -> datetime:

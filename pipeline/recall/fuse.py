@@ -3,7 +3,7 @@
 Two methods (``recall.fusion``):
 
 - ``score`` (default): the weighted sum (``recall.arm_weights``) of each arm's score, normalised as
-  the arm declares (``pipeline/arms.py``): ``bm25 / max_bm25 + cosine`` for today's two arms, over
+  the arm declares (``pipeline/recall/arms.py``): ``bm25 / max_bm25 + cosine`` for today's two arms, over
   every candidate, each scored exactly on both arms. On the LoCoMo development set (offline, MiniLM)
   this reaches R@1 0.368 / R@5 0.606 / R@10 0.690, where RRF of the same two arms reaches
   0.271 / 0.562 / 0.677, below BM25 alone at R@1 and R@5 (0.349 / 0.578): RRF gives a weak arm's
@@ -17,10 +17,10 @@ Two methods (``recall.fusion``):
 
 from __future__ import annotations
 
-from . import arms as arm_registry
-from .records import Candidate, Memory, stable_key
-from .retrieve import Retrieved
-from .stage import Step
+from memlane.pipeline.recall import arms as arm_registry
+from memlane.pipeline.recall.retrieve import Retrieved
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Candidate, Memory, stable_key
 
 
 def reciprocal_rank_fusion(

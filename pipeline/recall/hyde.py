@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .providers.llm import LLMError
-from .records import Query
-from .stage import Step, stage_llm
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.stage import Step, stage_llm
+from memlane.pipeline.records import Query
 
 MAX_CHARS = 1200
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from . import temporal
-from .entities import extract as extract_entities
-from .llm import parse_json
-from .providers.llm import LLMError
-from .records import Query
-from .stage import Step
+from memlane.pipeline.graph.entities import extract as extract_entities
+from memlane.pipeline.llm.service import parse_json
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Query
+from memlane.pipeline.time import parser as temporal
 
 INTENTS = ("troubleshooting", "how-to", "factual", "recall", "preference", "temporal")
 COMPLEXITIES = ("simple", "moderate", "complex")
@@ -34,7 +34,9 @@ class Intent:
     time_expressions: tuple[str, ...]
     requires_reasoning: bool
     source: str = "offline"  # or "llm"
-    time_ranges: tuple[temporal.TimeRange, ...] = ()  # the time_expressions as ranges (pipeline/temporal.py)
+    time_ranges: tuple[
+        temporal.TimeRange, ...
+    ] = ()  # the time_expressions as ranges (pipeline/time/parser.py)
 
     def as_dict(self) -> dict:
         return {
@@ -67,7 +69,7 @@ _REASONING = re.compile(
 
 
 def _entities(text: str) -> list[str]:
-    """Names and technical terms, by the one extractor memories use too (``pipeline/entities.py``)."""
+    """Names and technical terms, by the one extractor memories use too (``pipeline/graph/entities.py``)."""
     return [e.name for e in extract_entities(text)]
 
 

@@ -12,7 +12,7 @@
 | 8 | scoring adjustments | adjust.py | priority, pinned, category, project factors (decay: off by default) |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
-Every stage follows one contract (``pipeline/stage.py``): it gets the ``RecallContext`` and its
+Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its
 input, returns its output, and ``run_stage`` records time, counts, status (``ran``, ``skipped: why``,
 ``degraded: why``) and prompt. Stages given a fallback are optional: if they fail, the recall goes on
 with their input and the trace says ``degraded``. Stages 1-3 run concurrently (one LLM round trip);
@@ -32,10 +32,26 @@ import asyncio
 import time
 from dataclasses import replace
 
-from . import adjust, assemble, fuse, hyde, intent, rerank, retrieve, synthesize, threshold
-from .context import RecallContext
-from .records import Query, RecallResult, StageTrace, Trace, stable_key
-from .stage import Step, run_stage, stage_llm
+from memlane.pipeline.recall import (
+    adjust,
+    assemble,
+    fuse,
+    hyde,
+    intent,
+    rerank,
+    retrieve,
+    synthesize,
+    threshold,
+)
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
+from memlane.pipeline.records import (
+    Query,
+    RecallResult,
+    StageTrace,
+    Trace,
+    stable_key,
+)
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 

@@ -17,8 +17,8 @@ import json
 from datetime import UTC
 from typing import Any
 
-from .records import Memory
-from .validate import PRIORITY_DEFAULT
+from memlane.pipeline.records import Memory
+from memlane.pipeline.validate import PRIORITY_DEFAULT
 
 MIN_HANDLE_HEX = 8
 
@@ -62,7 +62,7 @@ def memory_view(
         out["metadata"] = m.metadata
     if explain and score is not None:
         out["score"] = round(score, 4)
-    if explain and adjustments:  # stage 8's factors on the score (pipeline/adjust.py)
+    if explain and adjustments:  # stage 8's factors on the score (pipeline/recall/adjust.py)
         out["adjustments"] = {k: round(v, 4) for k, v in adjustments.items()}
     return out
 

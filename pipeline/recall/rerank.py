@@ -18,10 +18,10 @@ import asyncio
 import functools
 import html
 
-from .llm import parse_json
-from .providers.llm import LLMError
-from .records import Candidate
-from .stage import Step, stage_llm
+from memlane.pipeline.llm.service import parse_json
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.stage import Step, stage_llm
+from memlane.pipeline.records import Candidate
 
 
 def render_candidates(candidates: list[Candidate]) -> str:

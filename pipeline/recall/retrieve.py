@@ -1,4 +1,4 @@
-"""Stage 4, retrieval: every registered arm (``pipeline/arms.py``) for the question and every
+"""Stage 4, retrieval: every registered arm (``pipeline/recall/arms.py``) for the question and every
 synthesised variant, plus the HyDE passage on the arms that need an embedding.
 
 The question and variants are embedded as queries, the HyDE passage as a passage; an embedder whose
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from . import arms as arm_registry
-from .errors import EmbeddingFailed
-from .providers.embedder import embed_texts
-from .records import Memory, Query, stable_key
-from .stage import Step
+from memlane.pipeline.errors import EmbeddingFailed
+from memlane.pipeline.providers.embedding.embedders import embed_texts
+from memlane.pipeline.recall import arms as arm_registry
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Memory, Query, stable_key
 
 log = logging.getLogger(__name__)
 

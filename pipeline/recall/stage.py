@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .records import StageTrace
+from memlane.pipeline.records import StageTrace
 
 log = logging.getLogger(__name__)
 

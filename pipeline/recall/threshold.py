@@ -14,7 +14,7 @@ so a word that is a single token with an id under ``recall.informative_token_ran
 common word ("time", "point", "year", "first", "many"). Words match on a shared stem-like prefix
 ("painted" and "painting").
 
-A candidate in the time range the question names (the temporal arm, ``pipeline/temporal_arm.py``)
+A candidate in the time range the question names (the temporal arm, ``pipeline/time/arm.py``)
 that matches a keyword of the question or shares an informative word with it is kept with a cosine
 of at least ``recall.min_similarity``; when the question has no informative word besides its time
 expressions ("what happened last week?"), every candidate in the range is kept.
@@ -53,8 +53,8 @@ import functools
 import re
 from datetime import datetime
 
-from . import temporal
-from .records import Candidate
+from memlane.pipeline.records import Candidate
+from memlane.pipeline.time import parser as temporal
 
 _WORD = re.compile(r"[a-z0-9]+")
 # PostgreSQL's (Snowball's) English stopwords: the keyword arm ignores them too.
@@ -71,7 +71,7 @@ STOPWORDS = frozenset(
 
 @functools.cache
 def _token_rank(word: str) -> int:
-    from .tokens import _encoding
+    from memlane.pipeline.tokens import _encoding
 
     ids = _encoding().encode_ordinary(" " + word)
     return ids[0] if len(ids) == 1 else 1 << 30

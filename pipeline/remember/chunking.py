@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidInput
-from .providers.embedder import unit_rows
-from .tokens import _encoding, count_tokens
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.providers.embedding.embedders import unit_rows
+from memlane.pipeline.tokens import _encoding, count_tokens
 
 # "Caroline: ...", "Dr. Smith: ...", "user: ...", "Speaker 2: ...": a name of at most four words
 # (letters, digits, . ' -) and 40 characters before the colon. Times ("10:30") and URLs do not match.

@@ -23,9 +23,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .config import EngineConfig, FilterConfig
-from .errors import InvalidInput
-from .threshold import informative_words
+from memlane.pipeline.config import EngineConfig, FilterConfig
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall.threshold import informative_words
 
 _CUE_RE = re.compile(
     r"\b(we|i|you|they|he|she)\s+(decided|agreed|chose|picked|will|'ll|are going to|am going to|plan to|"

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from .entities import KINDS, Entity, normalise
-from .llm import Usage, parse_json
-from .providers.llm import LLMError
-from .store.graph import LinkItem
+from memlane.pipeline.graph.entities import KINDS, Entity, normalise
+from memlane.pipeline.llm.service import Usage, parse_json
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.store.graph import LinkItem
 
 log = logging.getLogger(__name__)
 

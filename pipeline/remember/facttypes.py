@@ -12,7 +12,7 @@ assistant", a leading "User:" speaker) with a past-tense action verb makes an ex
 opinion marker ("prefers", "should", "best", "worst", "overrated") makes an opinion; everything
 else is world. The caller may set the type (``remember(fact_type=...)``, ``update``), and what the
 caller set is never reclassified. With an LLM serving the ``topics`` stage (``[llm.stages.topics]``,
-off by default), its fact type replaces the cues' answer (pipeline/topics_llm.py).
+off by default), its fact type replaces the cues' answer (pipeline/remember/topics_llm.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import InvalidInput
+from memlane.pipeline.errors import InvalidInput
 
 FACT_TYPES = ("world", "experience", "opinion")
 

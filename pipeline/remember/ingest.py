@@ -30,18 +30,18 @@ from uuid import UUID
 
 import numpy as np
 
-from . import access, chunking
-from . import filter as content_filter
-from . import remember as remember_path
-from . import validate as v
-from .access import Principal
-from .errors import InvalidInput
-from .inputs import MemoryInput
-from .providers.embedder import embed_texts
-from .tokens import count_tokens
+from memlane.pipeline import access
+from memlane.pipeline import validate as v
+from memlane.pipeline.access import Principal
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.providers.embedding.embedders import embed_texts
+from memlane.pipeline.remember import chunking, content_filter
+from memlane.pipeline.remember import pipeline as remember_path
+from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from memlane.pipeline.engine import Engine
 
 KINDS = ("conversation", "document")
 EMBED_BATCH = 64

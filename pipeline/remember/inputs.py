@@ -25,11 +25,11 @@ from pydantic import (
     field_validator,
 )
 
-from . import secrets
-from . import validate as v
-from .config import EngineConfig
-from .errors import InvalidInput
-from .facttypes import fact_type_value
+from memlane.pipeline import validate as v
+from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.remember import secrets
+from memlane.pipeline.remember.facttypes import fact_type_value
 
 
 def _limits(info: ValidationInfo) -> EngineConfig:
@@ -143,7 +143,9 @@ class MemoryInput(_Fields):
     metadata: dict[str, Any] = {}
     source: str | None = None
     position: int | None = None  # order within ``source`` (0-based): a conversation's turn, a chunk
-    fact_type: str | None = None  # world, experience or opinion; None: classified (pipeline/facttypes.py)
+    fact_type: str | None = (
+        None  # world, experience or opinion; None: classified (pipeline/remember/facttypes.py)
+    )
 
     @field_validator("content", mode="before")
     @classmethod

@@ -7,15 +7,15 @@ from uuid import UUID
 
 import numpy as np
 
-from . import facttypes
-from .config import EngineConfig, GraphConfig
-from .entities import extract
-from .errors import EmbeddingFailed
-from .inputs import MemoryInput
-from .providers.embedder import embed_texts, unit_rows
-from .records import Remembered
-from .store import StoredRow
-from .store.graph import NEIGHBOUR_EF_SEARCH, LinkPlan, LinkSettings
+from memlane.pipeline.config import EngineConfig, GraphConfig
+from memlane.pipeline.errors import EmbeddingFailed
+from memlane.pipeline.graph.entities import extract
+from memlane.pipeline.providers.embedding.embedders import embed_texts, unit_rows
+from memlane.pipeline.records import Remembered
+from memlane.pipeline.remember import facttypes
+from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.store import StoredRow
+from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, LinkPlan, LinkSettings
 
 
 def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .config import SummariesConfig
-from .llm import Usage
-from .providers.llm import LLMError
-from .threshold import STOPWORDS
+from memlane.pipeline.config import SummariesConfig
+from memlane.pipeline.llm.service import Usage
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.threshold import STOPWORDS
 
 log = logging.getLogger(__name__)
 

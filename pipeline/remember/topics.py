@@ -18,7 +18,7 @@ Two kinds of topic:
 ``taxonomy``: ``fixed`` uses fixed topics only (a memory may get none), ``auto`` automatic ones
 only, ``hybrid`` fixed ones first and an automatic one when no fixed topic fits. A memory gets at
 most ``max_topics_per_entry`` topics, best first, each within ``TOPIC_MARGIN`` of the best one;
-its first topic becomes its category when the caller gave none (pipeline/remember.py).
+its first topic becomes its category when the caller gave none (pipeline/remember/pipeline.py).
 
 Servers are stateless apart from a cache: a process keeps a project's automatic topics for
 ``AUTO_TOPICS_TTL_S`` seconds, adding its own batches to the cached centroids as it goes.
@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InvalidInput
-from .threshold import STOPWORDS, _same_word, _token_rank
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall.threshold import STOPWORDS, _same_word, _token_rank
 
 if TYPE_CHECKING:
-    from .config import TopicsConfig
+    from memlane.pipeline.config import TopicsConfig
 
 # Further topics of a memory must be within this much of its best topic's confidence.
 TOPIC_MARGIN = 0.08

@@ -1,6 +1,6 @@
 """LLM topic names and fact types on the write path (optional, ``[llm.stages.topics]``).
 
-The offline assignment (pipeline/topics.py, pipeline/facttypes.py) always runs first. When an LLM
+The offline assignment (pipeline/remember/topics.py, pipeline/remember/facttypes.py) always runs first. When an LLM
 serves the ``topics`` stage (``enabled = true``; off by default: it is one LLM call per remembered
 batch), the batch's memories are shown to the ``topics`` prompt, numbered and escaped inside
 ``<memory>`` tags, up to ``BATCH`` memories a call (fewer when ``[llm] max_output_tokens`` is
@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .extract import _WriteContext
-from .facttypes import FACT_TYPES
-from .llm import StageLLM, parse_json
-from .providers.llm import LLMError
-from .topics import Assignment, Topics, key_terms
+from memlane.pipeline.llm.service import StageLLM, parse_json
+from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.remember.extract import _WriteContext
+from memlane.pipeline.remember.facttypes import FACT_TYPES
+from memlane.pipeline.remember.topics import Assignment, Topics, key_terms
 
 log = logging.getLogger(__name__)
 

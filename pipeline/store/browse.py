@@ -18,9 +18,9 @@ from uuid import UUID
 
 from psycopg.rows import dict_row
 
-from ..errors import InvalidInput
-from ..records import Memory
-from .rows import M_MEMORY_COLUMNS, row_to_memory
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
 
 # "when": when it happened (occurred_at), or when it was stored when that is unknown; the same
 # expression as the index memories_project_when, so the planner can use it.

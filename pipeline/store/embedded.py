@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import StoreError
+from memlane.pipeline.errors import StoreError
 
 log = logging.getLogger(__name__)
 

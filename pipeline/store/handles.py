@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from ..errors import InvalidInput, NotFound
-from ..render import MIN_HANDLE_HEX, handle_of
-from ..validate import parse_id_prefix
+from memlane.pipeline.errors import InvalidInput, NotFound
+from memlane.pipeline.recall.render import MIN_HANDLE_HEX, handle_of
+from memlane.pipeline.validate import parse_id_prefix
 
 # An ambiguous prefix lists this many candidates (the message must stay short).
 MAX_LISTED = 5

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import Memory
+from memlane.pipeline.records import Memory
 
 MEMORY_COLUMNS = (
     "id, project, content, category, tags, metadata, pinned, priority, occurred_at, created_at, "

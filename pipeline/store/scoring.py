@@ -1,4 +1,4 @@
-"""Reads for the scoring adjustments (stage 8, ``pipeline/adjust.py``): access statistics of the
+"""Reads for the scoring adjustments (stage 8, ``pipeline/recall/adjust.py``): access statistics of the
 candidates and category centroids, one statement each for the candidates; a centroid cache miss
 also fills the cache with the project's other categories in the background."""
 

@@ -10,10 +10,17 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 
-from ..errors import ModelMismatch
-from ..records import Memory
-from .rows import ACCESS_COLUMNS, ACCESS_JOIN, M_MEMORY_COLUMNS, MEMORY_WIDTH, row_to_memory, values_to_memory
-from .vectors import project_is
+from memlane.pipeline.errors import ModelMismatch
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.rows import (
+    ACCESS_COLUMNS,
+    ACCESS_JOIN,
+    M_MEMORY_COLUMNS,
+    MEMORY_WIDTH,
+    row_to_memory,
+    values_to_memory,
+)
+from memlane.pipeline.store.vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
 # average memory length, and the tsquery that selects candidates.
@@ -102,7 +109,7 @@ BM25 = (
 
 @dataclass(frozen=True, slots=True)
 class SqlArm:
-    """A store arm's part of the joint statement (see ``pipeline/arms.py``): a CTE of its top k
+    """A store arm's part of the joint statement (see ``pipeline/recall/arms.py``): a CTE of its top k
     candidate ids, and a score expression over ``m`` that is computed for every candidate."""
 
     cte: str

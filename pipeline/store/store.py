@@ -29,21 +29,34 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..entities import extract as extract_entities
-from ..errors import ConnectionLost, DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound, StoreError
-from ..records import Memory
-from ..validate import content_hash
-from . import migrate as migrations
-from . import vectors
-from .browse import BrowseQueries
-from .graph import GraphQueries, LinkItem, LinkPlan, unlink_content, write_links
-from .handles import HandleQueries
-from .rows import MEMORY_COLUMNS, row_to_memory
-from .scoring import ScoringQueries
-from .search import SearchQueries
-from .topics import TopicQueries, add_to_sums, upsert_topic_sums
-from .upkeep import UpkeepQueries
-from .vectors import VectorIndexQueries, project_is
+from memlane.pipeline.errors import (
+    ConnectionLost,
+    DatabaseUnavailable,
+    InvalidInput,
+    ModelMismatch,
+    NotFound,
+    StoreError,
+)
+from memlane.pipeline.graph.entities import extract as extract_entities
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store import migrate as migrations
+from memlane.pipeline.store import vectors
+from memlane.pipeline.store.browse import BrowseQueries
+from memlane.pipeline.store.graph import (
+    GraphQueries,
+    LinkItem,
+    LinkPlan,
+    unlink_content,
+    write_links,
+)
+from memlane.pipeline.store.handles import HandleQueries
+from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
+from memlane.pipeline.store.scoring import ScoringQueries
+from memlane.pipeline.store.search import SearchQueries
+from memlane.pipeline.store.topics import TopicQueries, add_to_sums, upsert_topic_sums
+from memlane.pipeline.store.upkeep import UpkeepQueries
+from memlane.pipeline.store.vectors import VectorIndexQueries, project_is
+from memlane.pipeline.validate import content_hash
 
 log = logging.getLogger(__name__)
 

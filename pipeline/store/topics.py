@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .vectors import project_is
+from memlane.pipeline.store.vectors import project_is
 
 
 async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: dict[tuple[str, str], list]) -> None:

@@ -12,10 +12,10 @@ import numpy as np
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from ..providers.embedder import unit_rows
-from .graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
-from .rows import MEMORY_COLUMNS, row_to_memory
-from .vectors import project_is
+from memlane.pipeline.providers.embedding.embedders import unit_rows
+from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
+from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
+from memlane.pipeline.store.vectors import project_is
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The temporal retrieval arm (stage 4): when the question names a time ("last week", "in June",
 "the day after the launch"), the memories whose ``occurred_at`` falls in it.
 
-The ranges come from the intent stage (``Intent.time_ranges``, parsed by ``pipeline/temporal.py``
+The ranges come from the intent stage (``Intent.time_ranges``, parsed by ``pipeline/time/parser.py``
 relative to the recall's ``reference_time``), or from the question itself when intent analysis
 left none. A range relative to an event ("the week before the launch") is anchored here: the
 memory of the project that best matches the event phrase (cosine + BM25 / best BM25, at least
@@ -26,9 +26,9 @@ import asyncio
 import time
 from typing import Any
 
-from . import temporal
-from .records import Memory, Query, stable_key
-from .retrieve import calibrated
+from memlane.pipeline.recall.retrieve import calibrated
+from memlane.pipeline.records import Memory, Query, stable_key
+from memlane.pipeline.time import parser as temporal
 
 ARM = "temporal"
 

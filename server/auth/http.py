@@ -42,9 +42,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memlane.pipeline.access import ALL, LOCAL, Principal
 from memlane.pipeline.engine import default_data_dir
-
-from .settings import Settings
-from .tokens import TokenStore, env_records
+from memlane.server.auth.token_store import TokenStore, env_records
+from memlane.server.settings import Settings
 
 log = logging.getLogger("memlane.auth")
 

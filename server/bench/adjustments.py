@@ -1,7 +1,7 @@
 """``memlane bench locomo --adjust-variants``: the scoring adjustments (stage 8) measured factor by
 factor on the same retrieved candidates.
 
-Stage 8 is a pure function of stage 7's candidates and a few inputs (``pipeline/adjust.py``), so
+Stage 8 is a pure function of stage 7's candidates and a few inputs (``pipeline/recall/adjust.py``), so
 each variant re-scores the default run's candidates (their ``base_score``, the score before stage
 8) instead of recalling again: one LoCoMo run measures every variant. The inputs are what the
 benchmark's store holds: no access statistics (the bench recalls with ``touch=False``), the
@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from memlane.pipeline import adjust
 from memlane.pipeline.config import AdjustConfig, DecayConfig
+from memlane.pipeline.recall import adjust
 from memlane.pipeline.records import Candidate, stable_key
 
 DECAY_SHARES = (0.05, 0.1, 0.2, 0.3, 0.5)

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from .common import (
+from memlane.server.bench.common import (
     BenchContext,
     bench_engine,
     chunks,
@@ -30,7 +30,7 @@ from .common import (
     timed_recall,
     versions,
 )
-from .corpus import Corpus, Query
+from memlane.server.bench.corpus import Corpus, Query
 
 BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step also embedded bare, interleaved with the stored batches

@@ -15,9 +15,8 @@ from statistics import fmean
 from typing import Any
 
 from memlane.pipeline.config import LLMConfig
-from memlane.pipeline.llm import LLMService
-
-from .common import (
+from memlane.pipeline.llm.service import LLMService
+from memlane.server.bench.common import (
     bench_engine,
     config_snapshot,
     percentiles,
@@ -26,9 +25,9 @@ from .common import (
     timed_recall,
     versions,
 )
-from .corpus import Corpus
-from .latency import grow
-from .llmstub import StubLLM
+from memlane.server.bench.corpus import Corpus
+from memlane.server.bench.latency import grow
+from memlane.server.bench.llmstub import StubLLM
 
 WARMUP = 3
 BUDGET_ROUND_TRIPS = 2.5

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from memlane.pipeline.store.embedded import start_embedded
-
-from .common import stop_embedded, uses_configured_store, versions
-from .corpus import Corpus
-from .mcpbench import server_command, server_env
+from memlane.server.bench.common import stop_embedded, uses_configured_store, versions
+from memlane.server.bench.corpus import Corpus
+from memlane.server.bench.mcpbench import server_command, server_env
 
 # How long a server may take to answer its first recall (database joined, model loaded); generous
 # for a loaded laptop. Never reached when things work.

@@ -16,10 +16,9 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memlane.pipeline import arms as arm_registry
-
-from . import adjustments, unrelated
-from .common import (
+from memlane.pipeline.recall import arms as arm_registry
+from memlane.server.bench import adjustments, unrelated
+from memlane.server.bench.common import (
     BenchContext,
     bench_engine,
     chunks,
@@ -30,8 +29,14 @@ from .common import (
     timed_recall,
     versions,
 )
-from .locomo_data import EVIDENCE_RULES, REFERENCE_TIME_RULE, Conversation, Question, load_conversations
-from .methods import Method, ablation_methods, recall_settings
+from memlane.server.bench.locomo_data import (
+    EVIDENCE_RULES,
+    REFERENCE_TIME_RULE,
+    Conversation,
+    Question,
+    load_conversations,
+)
+from memlane.server.bench.methods import Method, ablation_methods, recall_settings
 
 K_VALUES = (1, 5, 10, 20)
 # `ranked` is taken before packing, so the limit does not cut it; it only shapes the assembly stage,

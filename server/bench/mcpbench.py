@@ -24,9 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from memlane.pipeline.store.embedded import start_embedded
-
-from .common import percentiles, stop_embedded, uses_configured_store, versions
-from .corpus import Corpus
+from memlane.server.bench.common import (
+    percentiles,
+    stop_embedded,
+    uses_configured_store,
+    versions,
+)
+from memlane.server.bench.corpus import Corpus
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -37,7 +41,7 @@ def server_command() -> tuple[str, list[str]]:
     found = shutil.which("memlane")
     if found:
         return found, ["serve"]
-    return sys.executable, ["-m", "memlane.server.cli", "serve"]
+    return sys.executable, ["-m", "memlane.server.cli.main", "serve"]
 
 
 def server_env(settings, data_dir: Path | None, config_path: str | None) -> dict[str, str]:
@@ -189,7 +193,7 @@ def build_report(spawns, runs, calls, command, args, temporary, cfg, vers) -> di
 def _model_id(cfg) -> str:
     """The model the spawned servers use (a store of the other built-in model aside)."""
     from memlane.pipeline.errors import ConfigError
-    from memlane.pipeline.providers.embedder import make_embedder
+    from memlane.pipeline.providers.embedding.embedders import make_embedder
 
     try:
         return make_embedder(cfg.embedding).model_id

@@ -3,7 +3,7 @@
 The list is derived from what the pipeline offers, so a new arm (graph, temporal) or a new switch
 (scoring adjustments on/off) appears in the ablation table without touching the benchmark:
 
-- every arm of the registry (``pipeline/arms.py``) alone;
+- every arm of the registry (``pipeline/recall/arms.py``) alone;
 - with three or more arms, every "all but one" combination (what each arm adds to the others);
 - ``fused``: every arm, fused (the default pipeline);
 - for each switch in ``SWITCHES`` that ``Engine.recall`` accepts, ``fused`` with the switch off;
@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memlane.pipeline import arms as arm_registry
 from memlane.pipeline.config import RecallConfig
+from memlane.pipeline.recall import arms as arm_registry
 
 # Engine.recall keyword -> method-name suffix. A switch is used only once Engine.recall accepts it,
 # e.g. ``Engine.recall(req, adjustments=False)`` when scoring adjustments land.

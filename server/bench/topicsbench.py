@@ -5,9 +5,9 @@ Each file is JSON lines ``{"text", "topic", "fact_type"}`` (``tests/data/topics_
 ``[topics] custom_topics``). Topics are scored top 1 against the fixed taxonomy (taxonomy ``fixed``:
 a name outside it is never accepted), fact types exactly.
 
-Offline: the assignment ``remember`` makes without an LLM (pipeline/topics.py, facttypes.py).
+Offline: the assignment ``remember`` makes without an LLM (pipeline/remember/topics.py, facttypes.py).
 With ``--llm``: the same offline assignment refined by the ``topics`` LLM stage
-(pipeline/topics_llm.py) on the configured ``[llm]`` provider, whatever ``[llm.stages.topics]
+(pipeline/remember/topics_llm.py) on the configured ``[llm]`` provider, whatever ``[llm.stages.topics]
 enabled`` says, in batches as remember sends them. It needs a provider (a paid API key, an
 OpenAI-compatible server, not ``sampling``), so its figures exist only where one was configured.
 Nothing is stored: no database is opened.
@@ -23,12 +23,11 @@ from typing import Any
 
 from memlane.pipeline.config import TopicsConfig
 from memlane.pipeline.errors import ConfigError
-from memlane.pipeline.facttypes import FACT_TYPES, classify
-from memlane.pipeline.inputs import MemoryInput
-from memlane.pipeline.topics import Topics
-from memlane.pipeline.topics_llm import TopicsLLM
-
-from .common import versions
+from memlane.pipeline.remember.facttypes import FACT_TYPES, classify
+from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.remember.topics import Topics
+from memlane.pipeline.remember.topics_llm import TopicsLLM
+from memlane.server.bench.common import versions
 
 
 class _NoStore:
@@ -81,8 +80,8 @@ async def run(
 ) -> dict[str, Any]:
     """The report. ``provider`` replaces the configured LLM provider (tests); ``embedder``: a loaded
     one to reuse."""
-    from memlane.pipeline.llm import LLMService
-    from memlane.pipeline.providers.embedder import make_embedder
+    from memlane.pipeline.llm.service import LLMService
+    from memlane.pipeline.providers.embedding.embedders import make_embedder
 
     cfg = settings.engine()
     topics_cfg = TopicsConfig(

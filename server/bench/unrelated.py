@@ -8,10 +8,9 @@ from importlib.resources import files
 from statistics import fmean
 from typing import Any
 
-from memlane.pipeline import render
+from memlane.pipeline.recall import render
 from memlane.pipeline.tokens import count_tokens
-
-from .common import percentiles
+from memlane.server.bench.common import percentiles
 
 
 def load_questions() -> list[str]:

@@ -17,9 +17,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memlane.pipeline import maintain
-
-from .common import BenchContext, bench_engine, config_snapshot, progress, versions
-from .corpus import Corpus
+from memlane.server.bench.common import (
+    BenchContext,
+    bench_engine,
+    config_snapshot,
+    progress,
+    versions,
+)
+from memlane.server.bench.corpus import Corpus
 
 BATCH_SIZE = 256
 

@@ -156,7 +156,7 @@ def _write(report: dict[str, Any], markdown: str, args, plot_fn=None) -> None:
 
 
 def _locomo(args, settings) -> int:
-    from .bench import locomo, report
+    from memlane.server.bench import locomo, report
 
     data = Path(args.data)
     if not data.exists():
@@ -177,7 +177,7 @@ def _locomo(args, settings) -> int:
 
 
 def _latency(args, settings) -> int:
-    from .bench import latency, report
+    from memlane.server.bench import latency, report
 
     result = asyncio.run(
         latency.run(
@@ -189,7 +189,7 @@ def _latency(args, settings) -> int:
 
 
 def _mcp(args, settings) -> int:
-    from .bench import mcpbench, report
+    from memlane.server.bench import mcpbench, report
 
     result = asyncio.run(
         mcpbench.run(settings, runs=args.runs, calls=args.calls, config_path=getattr(args, "config", None))
@@ -199,7 +199,7 @@ def _mcp(args, settings) -> int:
 
 
 def _llm(args, settings) -> int:
-    from .bench import llmbench
+    from memlane.server.bench import llmbench
 
     result = asyncio.run(
         llmbench.run(
@@ -216,7 +216,7 @@ def _llm(args, settings) -> int:
 
 
 def _load(args, settings) -> int:
-    from .bench import loadbench
+    from memlane.server.bench import loadbench
 
     if not args.seconds > 0 or not 0.0 <= args.write_share <= 1.0:
         print("memlane bench load: --seconds must be positive and --write-share within 0..1", file=sys.stderr)
@@ -236,7 +236,7 @@ def _load(args, settings) -> int:
 
 
 def _maintain(args, settings) -> int:
-    from .bench import upkeep
+    from memlane.server.bench import upkeep
 
     if args.memories < 1 or args.every < 2:
         print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
@@ -249,7 +249,7 @@ def _maintain(args, settings) -> int:
 
 
 def _topics(args, settings) -> int:
-    from .bench import topicsbench
+    from memlane.server.bench import topicsbench
 
     missing = [f for f in [*args.files, args.taxonomy] if not Path(f).is_file()]
     if missing:
@@ -264,7 +264,7 @@ def _topics(args, settings) -> int:
 
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parents[2]
     for base in (Path.cwd(), here):
         candidate = base / ".." / "shared" / "locomo"
         if candidate.is_dir() and any(candidate.glob("*.json")):

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memlane.pipeline import render
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError
-
-from .models import MemoryOut, RememberResult
-from .settings import Settings
+from memlane.pipeline.recall import render
+from memlane.server.mcp.models import MemoryOut, RememberResult
+from memlane.server.settings import Settings
 
 # Fields an export line carries that import recomputes or ignores.
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
@@ -114,7 +113,7 @@ def _project_option(values: list[str] | None) -> str | list[str] | None:
 
 
 async def cmd_recall(engine: Engine, args) -> int:
-    from .projects import resolve_projects
+    from memlane.server.auth.projects import resolve_projects
 
     project, current = await resolve_projects(
         engine, _project_option(args.project), getattr(args, "current_project", None)
@@ -197,7 +196,7 @@ async def cmd_import(engine: Engine, args) -> int:
     """Validates the whole file first (nothing is written if a line is bad), then writes in batches.
     Memories are identified by project, content and occurred_at, so re-running the same file (after
     an interruption, say) adds only what is missing."""
-    from memlane.pipeline.inputs import MemoryInput
+    from memlane.pipeline.remember.inputs import MemoryInput
 
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be at least 1")
@@ -328,7 +327,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False
         report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
-    from memlane.pipeline import prompts
+    from memlane.pipeline.llm import prompts
 
     try:  # every packaged template parses, and no released version was edited
         report["prompts"] = sorted(
@@ -376,7 +375,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
 
 def cmd_prompts(args) -> int:
     """``memlane prompts list`` and ``memlane prompts show NAME[@VERSION]``; no database needed."""
-    from memlane.pipeline import prompts
+    from memlane.pipeline.llm import prompts
 
     if args.prompts_command == "list":
         for _, versions in sorted(prompts.catalogue().items()):
@@ -399,7 +398,7 @@ def cmd_prompts(args) -> int:
 def cmd_token(args, settings: Settings) -> int:
     """``memlane token create|list|revoke``: the tokens file only, no database. ``create`` prints
     the token alone on the last line of stdout (and nowhere else, ever); the rest goes to stderr."""
-    from .auth import token_store
+    from memlane.server.auth.http import token_store
 
     store = token_store(settings)
     if args.token_command == "create":

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from memlane.pipeline.errors import ConfigError, MemlaneError
-
-from . import logs, shutdown
-from .settings import Settings, load
+from memlane.server import logs, shutdown
+from memlane.server.settings import Settings, load
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
@@ -130,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 
-    from . import bench_cli
+    from memlane.server.cli import bench as bench_cli
 
     bench_cli.add_parser(sub)
     return p
@@ -154,26 +153,26 @@ def main(argv: list[str] | None = None) -> int:
     shutdown.exit_cleanly_on_sigterm()
     try:
         if args.command == "serve":
-            from .serve import serve
+            from memlane.server.mcp.serve import serve
 
             return serve(settings, transport=args.transport, host=args.host, port=args.port)
         if args.command == "ui":
-            from .ui.run import run
+            from memlane.server.ui.run import run
 
             return run(settings, host=args.host, port=args.port)
         if args.command == "prompts":
-            from .commands import cmd_prompts
+            from memlane.server.cli.commands import cmd_prompts
 
             return cmd_prompts(args)
         if args.command == "token":
-            from .commands import cmd_token
+            from memlane.server.cli.commands import cmd_token
 
             return cmd_token(args, settings)
         if args.command == "bench":
-            from . import bench_cli
+            from memlane.server.cli import bench as bench_cli
 
             return bench_cli.run(args, settings)
-        from . import commands
+        from memlane.server.cli import commands
 
         handler: Callable[..., Awaitable[int]] = getattr(commands, "cmd_" + args.command.replace("-", "_"))
         return asyncio.run(commands.with_engine(settings, handler, args))

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from memlane.pipeline import access, render
+from memlane.pipeline import access
 from memlane.pipeline.access import Principal
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import (
@@ -32,10 +32,16 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
-from memlane.pipeline.inputs import MemoryPatch
-
-from .auth import HttpAuth, principal_of
-from .models import (
+from memlane.pipeline.recall import render
+from memlane.pipeline.remember.inputs import MemoryPatch
+from memlane.server.auth.http import HttpAuth, principal_of
+from memlane.server.auth.projects import (
+    ALL,
+    readable_projects,
+    resolve_projects,
+    wants_all,
+)
+from memlane.server.mcp.models import (
     ForgetResult,
     IngestResultOut,
     MemoryOut,
@@ -44,10 +50,9 @@ from .models import (
     RememberResult,
     UpdateResult,
 )
-from .projects import ALL, readable_projects, resolve_projects, wants_all
-from .sampling import sampler_for
-from .settings import Settings
-from .ui.metrics import RECALLS
+from memlane.server.mcp.sampling import sampler_for
+from memlane.server.settings import Settings
+from memlane.server.ui.metrics import RECALLS
 
 log = logging.getLogger("memlane.server")
 

@@ -121,7 +121,7 @@ class EntityFacts(BaseModel):
 
 
 class MemoryView(BaseModel):
-    """One recalled memory as the client's model reads it (``memlane.pipeline.render``): optional
+    """One recalled memory as the client's model reads it (``memlane.pipeline.recall.render``): optional
     fields are left out when absent, never sent as null."""
 
     model_config = ConfigDict(json_schema_extra=_no_null_defaults)

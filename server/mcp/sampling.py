@@ -40,7 +40,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memlane.pipeline.config import LLMConfig
-from memlane.pipeline.providers.llm import LLMDeferred, LLMError, LLMReply
+from memlane.pipeline.providers.llm.base import LLMDeferred, LLMError, LLMReply
 
 
 def client_can_sample(ctx: Context) -> bool:

@@ -1,6 +1,6 @@
 """``memlane serve``: stdio, streamable HTTP (``/mcp``) or SSE (``/sse``).
 
-Over HTTP and SSE: bearer tokens (server/auth.py), Host/Origin checks on every bind address, a
+Over HTTP and SSE: bearer tokens (server/auth/http.py), Host/Origin checks on every bind address, a
 request body limit and a per-token rate limit. Serving on an address other than the loopback with
 no token configured is refused.
 """
@@ -11,8 +11,8 @@ import logging
 
 import anyio
 
-from .app import build_server
-from .settings import Settings
+from memlane.server.mcp.app import build_server
+from memlane.server.settings import Settings
 
 log = logging.getLogger("memlane.server")
 
@@ -24,7 +24,7 @@ def serve(
     host = host or settings.server.host
     port = port or settings.server.port
     if settings.ui.enabled and transport == "http":
-        from .ui.run import refusal
+        from memlane.server.ui.run import refusal
 
         if why := refusal(host):
             log.error("memlane serve: %s Set [ui] enabled = false to serve MCP on %s.", why, host)
@@ -33,7 +33,7 @@ def serve(
         log.warning("[ui] enabled: the memory browser is served with --transport http only (or: memlane ui)")
     auth = None
     if transport != "stdio":
-        from .auth import http_auth, refusal, token_store
+        from memlane.server.auth.http import http_auth, refusal, token_store
 
         store = token_store(settings)
         if why := refusal(settings, host, store):
@@ -57,7 +57,7 @@ def serve(
             else:
                 import uvicorn
 
-                from .auth import RequireAllProjects, transport_security
+                from memlane.server.auth.http import RequireAllProjects, transport_security
 
                 security = transport_security(settings, host)
                 limit = settings.server.max_request_body_bytes
@@ -71,7 +71,7 @@ def serve(
                 auth.install(app)
                 path = "/mcp" if transport == "http" else "/sse"
                 if settings.ui.enabled and transport == "http":
-                    from .ui.mount import mount_ui
+                    from memlane.server.ui.mount import mount_ui
 
                     mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
                     log.info("memlane memory browser on http://%s:%d/ui/", host, port)

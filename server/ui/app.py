@@ -27,12 +27,22 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memlane.pipeline.engine import BUDGETS, MODES, Engine
-from memlane.pipeline.errors import DatabaseUnavailable, InvalidInput, MemlaneError, NotFound, StoreError
+from memlane.pipeline.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    MemlaneError,
+    NotFound,
+    StoreError,
+)
 from memlane.pipeline.store.browse import SORT_KEYS
-
-from . import charts, forms
-from .metrics import RECALLS, RecallLog
-from .security import COOKIE, FIELD, Csrf, SecurityHeaders
+from memlane.server.ui import charts, forms
+from memlane.server.ui.metrics import RECALLS, RecallLog
+from memlane.server.ui.security import (
+    COOKIE,
+    FIELD,
+    Csrf,
+    SecurityHeaders,
+)
 
 log = logging.getLogger("memlane.ui")
 

@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.responses import RedirectResponse
 from starlette.routing import Mount, Route
 
-from .app import create_app
+from memlane.server.ui.app import create_app
 
 
 def mount_ui(app: Starlette, state, guard=None) -> None:

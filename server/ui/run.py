@@ -12,9 +12,8 @@ import logging
 import sys
 
 from memlane.pipeline.engine import Engine
-
-from ..auth import is_loopback
-from ..settings import Settings
+from memlane.server.auth.http import is_loopback
+from memlane.server.settings import Settings
 
 log = logging.getLogger("memlane.ui")
 
@@ -32,7 +31,7 @@ def refusal(host: str) -> str | None:
 
 def build(settings: Settings, engine: Engine | None = None):
     """The browser app with its own engine, opened by the app's lifespan."""
-    from .app import create_app
+    from memlane.server.ui.app import create_app
 
     engine = engine or Engine(settings.engine())
     ready: asyncio.Future | None = None

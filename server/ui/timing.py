@@ -27,9 +27,8 @@ import httpx2 as httpx
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.store import vectors
-
-from .app import create_app
-from .metrics import RecallLog
+from memlane.server.ui.app import create_app
+from memlane.server.ui.metrics import RecallLog
 
 PEOPLE = "alice bob carol dave erin frank grace heidi ivan judy mallory niaj olivia peggy rupert sybil trent victor walter yasmin"
 VERBS = (

@@ -1,6 +1,6 @@
 """Access control's logic and storage, in-process: project patterns, the tokens file, the rate
 limiter, the Host/Origin lists, and the engine's per-principal checks on a real database
-(tests/test_auth.py drives the same through real HTTP servers)."""
+(tests/server/auth/test_auth.py drives the same through real HTTP servers)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,20 @@ import uuid
 import psycopg
 import pytest
 
-from memlane.pipeline.access import LOCAL, Principal, allowed, check, readable_projects
-from memlane.pipeline.errors import ConfigError, InvalidInput, NotAllowed, NotFound
-from memlane.server.auth import (
+from memlane.pipeline.access import (
+    LOCAL,
+    Principal,
+    allowed,
+    check,
+    readable_projects,
+)
+from memlane.pipeline.errors import (
+    ConfigError,
+    InvalidInput,
+    NotAllowed,
+    NotFound,
+)
+from memlane.server.auth.http import (
     RateLimiter,
     TokenVerifier,
     principal_of,
@@ -22,8 +33,13 @@ from memlane.server.auth import (
     token_store,
     transport_security,
 )
+from memlane.server.auth.token_store import (
+    PREFIX,
+    TokenStore,
+    digest,
+    env_records,
+)
 from memlane.server.settings import Settings
-from memlane.server.tokens import PREFIX, TokenStore, digest, env_records
 
 ACME = Principal("acme-bot", ("acme*",))
 

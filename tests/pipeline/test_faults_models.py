@@ -11,13 +11,18 @@ import time
 import pytest
 from conftest import free_port
 from mcp import Client
-from test_hostile_input import dump
+from support.dump import dump
 
-from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, LLMConfig, RecallConfig
+from memlane.pipeline.config import (
+    DatabaseConfig,
+    EmbeddingConfig,
+    LLMConfig,
+    RecallConfig,
+)
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.providers.embedder import Embedder
-from memlane.server.app import build_server
+from memlane.pipeline.providers.embedding.embedders import Embedder
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio

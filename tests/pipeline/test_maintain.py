@@ -7,7 +7,7 @@ import pytest
 
 from memlane.pipeline import maintain
 from memlane.pipeline.errors import InvalidInput, StoreError
-from memlane.server.cli import main
+from memlane.server.cli.main import main
 
 pytestmark = pytest.mark.anyio
 

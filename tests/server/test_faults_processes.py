@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from conftest import MEMLANE, free_port, server_env, wait_for_port
 from mcp import Client
-from postmaster import (
+from support.postmaster import (
     gone,
     postmaster_pid,
     postmasters,

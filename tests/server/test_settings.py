@@ -6,7 +6,7 @@ import pytest
 from memlane.pipeline.errors import ConfigError
 from memlane.server.settings import Settings, load
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
 
 @pytest.fixture(autouse=True)

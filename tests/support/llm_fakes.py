@@ -8,7 +8,7 @@ import time
 from collections import defaultdict, deque
 from typing import Any
 
-from memlane.pipeline.providers.llm import LLMError, LLMReply
+from memlane.pipeline.providers.llm.base import LLMError, LLMReply
 from memlane.server.bench.llmstub import canned_reply, stage_of
 
 

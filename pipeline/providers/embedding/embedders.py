@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import EmbeddingConfig
-from ..errors import ConfigError, EmbeddingFailed, MemlaneError
+from memlane.pipeline.config import EmbeddingConfig
+from memlane.pipeline.errors import ConfigError, EmbeddingFailed, MemlaneError
 
 log = logging.getLogger(__name__)
 

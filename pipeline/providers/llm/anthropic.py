@@ -6,7 +6,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import LLMError, LLMReply, SDKProvider, describe_sdk_error
+from memlane.pipeline.providers.llm.base import (
+    LLMError,
+    LLMReply,
+    SDKProvider,
+    describe_sdk_error,
+)
 
 
 class AnthropicLLM(SDKProvider):

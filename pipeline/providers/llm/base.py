@@ -4,7 +4,7 @@ An object with this shape is handed to ``Engine(llm=...)`` or built from ``[llm]
 ``make_provider``: the Anthropic and OpenAI SDKs (``anthropic_llm.py``, ``openai_llm.py``, the
 latter also for any OpenAI-compatible server), or the MCP sampling provider that ``memlane.server``
 builds from a session (``pipeline`` never imports ``mcp``). A provider that raises degrades only
-the stage that called it (``pipeline/stage.py``).
+the stage that called it (``pipeline/recall/stage.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigError, MemlaneError
+from memlane.pipeline.errors import ConfigError, MemlaneError
 
 DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4o-mini"}
 
@@ -100,7 +100,7 @@ def make_provider(provider: str, model: str | None, cfg) -> LLM:
     key = cfg.api_key.get_secret_value() if cfg.api_key else None
     common = {"timeout_s": cfg.timeout_s, "max_retries": cfg.max_retries, "max_tokens": cfg.max_output_tokens}
     if provider == "anthropic":
-        from .anthropic_llm import AnthropicLLM
+        from memlane.pipeline.providers.llm.anthropic import AnthropicLLM
 
         key = key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
@@ -111,7 +111,7 @@ def make_provider(provider: str, model: str | None, cfg) -> LLM:
             model=model or DEFAULT_MODELS["anthropic"], api_key=key, base_url=cfg.base_url, **common
         )
     if provider in ("openai", "openai-compatible"):
-        from .openai_llm import OpenAILLM
+        from memlane.pipeline.providers.llm.openai import OpenAILLM
 
         if provider == "openai":
             key = key or os.environ.get("OPENAI_API_KEY")

@@ -4,16 +4,24 @@ PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph ar
 import psycopg
 import pytest
 
-from memlane.pipeline import entities, graph, maintain, render
+from memlane.pipeline import maintain
 from memlane.pipeline.config import GraphConfig, LLMStageConfig
-from memlane.pipeline.context import RecallContext
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.entities import Entity, extract, normalise, resolve_aliases
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.fuse import score_fusion
-from memlane.pipeline.intent import analyse_offline
+from memlane.pipeline.graph import arm as graph
+from memlane.pipeline.graph import entities
+from memlane.pipeline.graph.entities import (
+    Entity,
+    extract,
+    normalise,
+    resolve_aliases,
+)
+from memlane.pipeline.recall import render
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.recall.fuse import score_fusion
+from memlane.pipeline.recall.intent import analyse_offline
+from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
-from memlane.pipeline.retrieve import retrieve
 from memlane.pipeline.store import vectors
 from memlane.pipeline.tokens import count_tokens
 
@@ -481,7 +489,7 @@ async def test_the_recall_tool_takes_include_context_and_include_entities(
     from mcp import Client
 
     from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.app import build_server
+    from memlane.server.mcp.app import build_server
     from memlane.server.settings import load
 
     await seed_conversation(engine)
@@ -509,7 +517,7 @@ async def test_the_recall_tool_takes_include_context_and_include_entities(
 async def test_an_llm_extractor_adds_entities_and_causes_links(engine_config, embedder, database_url):
     import json
 
-    from llm_fakes import ScriptedLLM, failing
+    from support.llm_fakes import ScriptedLLM, failing
 
     llm = ScriptedLLM()
     off = Engine(engine_config, embedder=embedder, llm=llm)  # the stage is off unless enabled
@@ -553,8 +561,8 @@ async def test_an_llm_extractor_adds_entities_and_causes_links(engine_config, em
 def test_extract_replies_are_checked():
     from uuid import uuid4
 
-    from memlane.pipeline.extract import parse_reply
-    from memlane.pipeline.providers.llm import LLMError
+    from memlane.pipeline.providers.llm.base import LLMError
+    from memlane.pipeline.remember.extract import parse_reply
 
     me, a, b = uuid4(), uuid4(), uuid4()
     entities, pairs = parse_reply(

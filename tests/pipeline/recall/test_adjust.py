@@ -8,14 +8,20 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from support.llm_fakes import ScriptedLLM, failing
 
-from memlane.pipeline import adjust
-from memlane.pipeline.config import AdjustConfig, DecayConfig, EngineConfig, RecallConfig, TopicsConfig
+from memlane.pipeline.config import (
+    AdjustConfig,
+    DecayConfig,
+    EngineConfig,
+    RecallConfig,
+    TopicsConfig,
+)
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall import adjust
 from memlane.pipeline.records import Candidate
 from tests.conftest import make_memory
-from tests.llm_fakes import ScriptedLLM, failing
 
 pytestmark = pytest.mark.anyio
 
@@ -197,7 +203,7 @@ async def test_stage_8_reads_the_access_statistics_of_memories_read_without_them
     them) has them read, not taken as zero."""
     from dataclasses import replace as dc_replace
 
-    from memlane.pipeline.adjust import _access_stats
+    from memlane.pipeline.recall.adjust import _access_stats
     from memlane.pipeline.records import Candidate
 
     eng = await make_engine()
@@ -383,7 +389,7 @@ def connect(database_url, tmp_path, embedder):
     from mcp import Client
 
     from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.app import build_server
+    from memlane.server.mcp.app import build_server
     from memlane.server.settings import load
 
     @asynccontextmanager
@@ -462,7 +468,7 @@ async def test_explain_shows_each_memorys_factors_and_a_plain_recall_does_not(co
 
 
 def test_cli_project_option_takes_repeats_and_commas():
-    from memlane.server.commands import _project_option
+    from memlane.server.cli.commands import _project_option
 
     assert _project_option(None) is None
     assert _project_option(["web"]) == "web"

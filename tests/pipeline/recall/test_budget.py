@@ -19,14 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from memlane.pipeline import render
-from memlane.pipeline.assemble import NOTE_NO_FIT, NOTE_NOTHING, pack
 from memlane.pipeline.config import DatabaseConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall import render
+from memlane.pipeline.recall.assemble import NOTE_NO_FIT, NOTE_NOTHING, pack
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.app import build_server
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)

@@ -8,11 +8,11 @@ import re
 from contextlib import asynccontextmanager
 
 import pytest
-from llm_fakes import ScriptedLLM, failing
+from support.llm_fakes import ScriptedLLM, failing
 
 from memlane.pipeline.config import EngineConfig, RecallConfig
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.intent import analyse_offline
+from memlane.pipeline.recall.intent import analyse_offline
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from conftest import make_memory
 
-from memlane.pipeline import assemble, fuse, render, threshold, validate
+from memlane.pipeline import validate
 from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall import assemble, fuse, render, threshold
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
 
@@ -33,7 +34,7 @@ def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
 
 
 def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
-    # Today's rule alone (the adaptive parts are in tests/test_threshold.py): a shared word keeps a
+    # Today's rule alone (the adaptive parts are in tests/pipeline/recall/test_threshold.py): a shared word keeps a
     # candidate, no shared word and a cosine under min_similarity drops it.
     cfg = RecallConfig(semantic_min_similarity=0.3, word_min_similarity=-1.0, relative_floor=0.0)
     kw = Candidate(mem("staging"), arm_scores={"keyword": 0.1, "vector": 0.01})

@@ -7,13 +7,19 @@ import pytest
 from conftest import make_memory
 from pydantic import SecretStr
 
-from memlane.pipeline import arms, fuse
-from memlane.pipeline.config import DatabaseConfig, EngineConfig, RecallConfig, masked_dump, secret_fields
+from memlane.pipeline.config import (
+    DatabaseConfig,
+    EngineConfig,
+    RecallConfig,
+    masked_dump,
+    secret_fields,
+)
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.inputs import MemoryInput, MemoryPatch
+from memlane.pipeline.recall import arms, fuse
+from memlane.pipeline.recall.retrieve import Retrieved, retrieve
+from memlane.pipeline.recall.stage import Step, run_stage
 from memlane.pipeline.records import Memory, Query, Trace
-from memlane.pipeline.retrieve import Retrieved, retrieve
-from memlane.pipeline.stage import Step, run_stage
+from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.store.search import SQL_ARMS
 from memlane.server.settings import Settings
 
@@ -243,7 +249,7 @@ async def test_every_query_text_and_the_hyde_passage_get_their_own_lists(engine)
 
 
 async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_config, embedder):
-    from llm_fakes import ScriptedLLM
+    from support.llm_fakes import ScriptedLLM
 
     from memlane.pipeline.engine import Engine
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import make_memory
 
 from memlane.pipeline.config import RecallConfig
+from memlane.pipeline.recall.threshold import apply_floor, informative_words, shares_word
 from memlane.pipeline.records import Candidate
-from memlane.pipeline.threshold import apply_floor, informative_words, shares_word
 
 CFG = RecallConfig()
 T0 = datetime(2024, 5, 8, tzinfo=UTC)

@@ -10,14 +10,18 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memlane.pipeline import chunking
-from memlane.pipeline import filter as content_filter
-from memlane.pipeline.config import DatabaseConfig, EngineConfig, FilterConfig, IngestConfig
+from memlane.pipeline.config import (
+    DatabaseConfig,
+    EngineConfig,
+    FilterConfig,
+    IngestConfig,
+)
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.remember import chunking, content_filter
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.app import build_server
-from memlane.server.cli import main
+from memlane.server.cli.main import main
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio

@@ -18,13 +18,13 @@ from conftest import MEMLANE, free_port, server_env, wait_for_port
 from mcp import Client
 from mcp.client.sse import sse_client
 
-from memlane.pipeline import secrets
 from memlane.pipeline.config import DatabaseConfig, EngineConfig, RememberConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.inputs import MemoryInput, MemoryPatch
-from memlane.server.app import build_server
+from memlane.pipeline.remember import secrets
+from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.server.logs import RedactSecrets
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 # Fake credentials shaped like the real ones (none is valid anywhere).

@@ -11,23 +11,28 @@ from pathlib import Path
 import psycopg
 import pytest
 from mcp import Client
+from support.llm_fakes import ScriptedLLM
 
 from memlane.pipeline import maintain
-from memlane.pipeline.config import DatabaseConfig, EngineConfig, SummariesConfig, TopicsConfig
+from memlane.pipeline.config import (
+    DatabaseConfig,
+    EngineConfig,
+    SummariesConfig,
+    TopicsConfig,
+)
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.facttypes import classify
+from memlane.pipeline.remember.facttypes import classify
+from memlane.pipeline.remember.summaries import category_summaries
+from memlane.pipeline.remember.topics import Topics, key_terms
 from memlane.pipeline.store import migrate
-from memlane.pipeline.summaries import category_summaries
-from memlane.pipeline.topics import Topics, key_terms
-from memlane.server.app import build_server
-from memlane.server.cli import main
+from memlane.server.cli.main import main
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
-from tests.llm_fakes import ScriptedLLM
 
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 TAXONOMY = tomllib.loads((DATA / "topics_taxonomy.toml").read_text())["custom_topics"]
 
 # Floors a little under what the offline classifiers measured (README, "Topics and fact types"):

@@ -12,14 +12,19 @@ import re
 
 import psycopg
 import pytest
-from llm_fakes import ScriptedLLM, failing
 from mcp import Client
+from support.llm_fakes import ScriptedLLM, failing
 
-from memlane.pipeline.config import DatabaseConfig, LLMConfig, TopicsConfig, TopicsStageConfig
+from memlane.pipeline.config import (
+    DatabaseConfig,
+    LLMConfig,
+    TopicsConfig,
+    TopicsStageConfig,
+)
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.facttypes import classify
-from memlane.pipeline.topics_llm import batch_size, normalise_name, parse_reply
-from memlane.server.app import build_server
+from memlane.pipeline.remember.facttypes import classify
+from memlane.pipeline.remember.topics_llm import batch_size, normalise_name, parse_reply
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
@@ -250,7 +255,7 @@ async def test_a_failed_call_keeps_the_offline_assignment(
     else:
         llm = ScriptedLLM().enqueue("topics", fault)
         eng = await make_engine(llm, taxonomy="auto")
-    with caplog.at_level(logging.WARNING, logger="memlane.pipeline.topics_llm"):
+    with caplog.at_level(logging.WARNING, logger="memlane.pipeline.remember.topics_llm"):
         r = await eng.remember({"content": text})
     assert r.status == "created"
     m = await eng.get(r.id)
@@ -258,7 +263,9 @@ async def test_a_failed_call_keeps_the_offline_assignment(
     assert (m.topics, m.fact_type, m.category) == offline
     assert m.fact_type == classify(text)
     assert len(llm.calls_for("topics")) == 1
-    warnings = [rec.getMessage() for rec in caplog.records if rec.name == "memlane.pipeline.topics_llm"]
+    warnings = [
+        rec.getMessage() for rec in caplog.records if rec.name == "memlane.pipeline.remember.topics_llm"
+    ]
     assert warnings and "offline topics kept" in warnings[0]
     if fault == "hang":
         assert "no answer within 0.3 s" in warnings[0]
@@ -337,7 +344,7 @@ def test_replies_are_checked_entry_by_entry():
     )
     assert got == {1: (("travel",), "experience"), 2: (("work",), None)}
     assert parse_reply([{"n": 1, "topics": []}], 1) == {1: ((), None)}
-    from memlane.pipeline.providers.llm import LLMError
+    from memlane.pipeline.providers.llm.base import LLMError
 
     with pytest.raises(LLMError):
         parse_reply({"memories": {"n": 1}}, 1)
@@ -403,7 +410,7 @@ async def test_live_provider_names_topics(engine_config, embedder, provider):
 
 # -- measuring the LLM path on the labelled sets (memlane bench topics) ----------------------------
 
-DATA = __import__("pathlib").Path(__file__).parent / "data"
+DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "data"
 
 
 def _labels(name: str) -> dict[str, dict]:
@@ -466,7 +473,7 @@ async def test_bench_topics_counts_memories_the_llm_failed_as_offline(tmp_path, 
 
 
 def test_bench_topics_from_the_command_line(capsys, tmp_path):
-    from memlane.server.cli import main
+    from memlane.server.cli.main import main
 
     out = tmp_path / "topics.json"
     files = [str(DATA / "topics_labelled.jsonl"), "--taxonomy", str(DATA / "topics_taxonomy.toml")]

@@ -9,12 +9,13 @@ from contextlib import asynccontextmanager
 import pytest
 from mcp import Client
 
-from memlane.pipeline import render, validate
+from memlane.pipeline import validate
 from memlane.pipeline.config import DatabaseConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, NotFound
+from memlane.pipeline.recall import render
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.app import build_server
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
@@ -142,7 +143,7 @@ async def test_recall_reads_the_likely_results_handles_once_while_stage_8_runs(e
     shown = {m["id"] for m in res.rendered["memories"]}
     assert str(TWIN_A) in shown  # the twins' handles are whole ids, as read from the store
 
-    from memlane.pipeline.assemble import HandlesReadAhead
+    from memlane.pipeline.recall.assemble import HandlesReadAhead
 
     ahead = HandlesReadAhead(counted, [TWIN_A])
     reads.clear()

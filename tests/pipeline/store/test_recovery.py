@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import MEMLANE, server_env
 from mcp import Client, StdioServerParameters
-from postmaster import (
+from support.postmaster import (
     gone,
     postmaster_pid,
     postmasters,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from postmaster import (
+from support.postmaster import (
     await_until,
     gone,
     postmaster_pid,
@@ -27,7 +27,7 @@ from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import DatabaseUnavailable
 from memlane.pipeline.store.embedded import EmbeddedPostgres
-from memlane.server.app import State
+from memlane.server.mcp.app import State
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.store import Store
 from memlane.pipeline.validate import content_hash
-from memlane.server import commands
+from memlane.server.cli import commands
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from memlane.pipeline import maintain
-from memlane.server.cli import main
+from memlane.server.cli.main import main
 
 pytestmark = pytest.mark.anyio
 

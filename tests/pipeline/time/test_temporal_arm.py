@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memlane.pipeline import arms
 from memlane.pipeline.config import TemporalConfig
 from memlane.pipeline.engine import Engine
+from memlane.pipeline.recall import arms
 
 pytestmark = pytest.mark.anyio
 
@@ -180,7 +180,7 @@ async def test_over_mcp_the_trace_shows_the_parsed_range_and_the_temporal_hits(
     from mcp import Client
 
     from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.app import build_server
+    from memlane.server.mcp.app import build_server
     from memlane.server.settings import load
 
     settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))

@@ -1,12 +1,12 @@
-"""The time-expression parser (pipeline/temporal.py): what it reads as a range, relative to a fixed
+"""The time-expression parser (pipeline/time/parser.py): what it reads as a range, relative to a fixed
 reference time, and what it must not read as one."""
 
 from datetime import UTC, datetime
 
 import pytest
 
-from memlane.pipeline import temporal
-from memlane.pipeline.intent import analyse_offline, from_llm
+from memlane.pipeline.recall.intent import analyse_offline, from_llm
+from memlane.pipeline.time import parser as temporal
 
 REF = datetime(2023, 11, 15, 14, 30, tzinfo=UTC)  # a Wednesday
 

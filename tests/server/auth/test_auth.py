@@ -26,7 +26,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from memlane.server.tokens import TokenStore, digest
+from memlane.server.auth.token_store import TokenStore, digest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from conftest import ROOT
 
-from memlane.server import cli
 from memlane.server.bench import locomo, mcpbench
 from memlane.server.bench.locomo_data import load_conversations, parse_evidence
 from memlane.server.bench.methods import ablation_methods
+from memlane.server.cli import main as cli
 from memlane.server.settings import load
 
 LOCOMO_30 = ROOT / ".." / "shared" / "locomo" / "30.json"

@@ -22,17 +22,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from conftest import MEMLANE, free_port, server_env, wait_for_port
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
-from postmaster import stop_leftover_postgres
+from support.dump import dump
+from support.postmaster import stop_leftover_postgres
 
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.store.embedded import start_embedded
-from memlane.server.app import build_server
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -244,25 +244,6 @@ stats_uris = st.one_of(
 SEED = "The release train leaves every second Thursday"
 
 # -- the store as it is (every row of every table memlane writes) ------------------------------------
-
-
-TABLES = (
-    ("memories", "id"),
-    ("memory_access", "memory_id"),
-    ("memlane_projects", "project"),
-    ("memlane_lexemes", "project, lexeme"),
-    ("memlane_settings", "key"),
-)
-DUMP = "SELECT " + ", ".join(
-    f"(SELECT coalesce(json_agg(to_jsonb(t) ORDER BY {order})::text, '') FROM {table} t)"
-    for table, order in TABLES
-)
-
-
-def dump(dsn: str) -> tuple[str, ...]:
-    """Every row of every table memlane writes, in one round trip."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(DUMP).fetchone()
 
 
 def _fill(args: dict[str, Any], seed_id: str) -> dict[str, Any]:

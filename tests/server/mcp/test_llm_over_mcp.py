@@ -18,8 +18,8 @@ from mcp_types import CreateMessageRequestParams, CreateMessageResult, ErrorData
 
 from memlane.pipeline.config import DatabaseConfig, LLMConfig
 from memlane.pipeline.engine import Engine
-from memlane.server.app import build_server
 from memlane.server.bench.llmstub import StubLLM, canned_reply, stage_of
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from mcp import Client
 
 from memlane.pipeline.config import DatabaseConfig, RecallConfig, RememberConfig
 from memlane.pipeline.engine import Engine
-from memlane.server.app import build_server
+from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio

@@ -510,7 +510,7 @@ async def test_the_mcp_recall_tool_feeds_the_stats_page_of_the_same_process(sett
     from mcp import Client
 
     from memlane.pipeline.engine import Engine
-    from memlane.server.app import build_server
+    from memlane.server.mcp.app import build_server
     from memlane.server.ui.metrics import RECALLS
 
     server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))

@@ -1,0 +1,1 @@
+"""Embedders: asymmetric encoding of questions and passages, one per ``embedding.provider``."""

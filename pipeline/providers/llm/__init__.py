@@ -1,0 +1,1 @@
+"""LLM providers: the interface (``base``) and one module per API (``anthropic``, ``openai``)."""
