@@ -12,7 +12,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from memlane.pipeline.recall import arms
+# The retrieval arms a config may weigh, in the registry's order, with their default fusion weights.
+# The schema names them so a config file is checked without importing the stages;
+# pipeline/recall/arms.py declares what each arm is and runs.
+ARM_WEIGHTS: dict[str, float] = {"vector": 1.0, "keyword": 1.0, "graph": 0.5, "temporal": 0.35}
 
 
 class Section(BaseModel):
@@ -271,7 +274,7 @@ class RecallConfig(Section):
     )
     rrf_vector: RrfVectorWeights = RrfVectorWeights()
     arm_weights: dict[str, float] = Field(
-        default_factory=arms.default_weights,
+        default_factory=lambda: dict(ARM_WEIGHTS),
         description="Fusion weight of each retrieval arm (pipeline/recall/arms.py); arms left out keep their "
         "default weight.",
     )
@@ -375,13 +378,13 @@ class RecallConfig(Section):
     @field_validator("arm_weights")
     @classmethod
     def _known_arms(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(v) - set(arms.REGISTRY))
+        unknown = sorted(set(v) - set(ARM_WEIGHTS))
         if unknown:
-            raise ValueError(f"unknown arm(s) {', '.join(unknown)}; arms: {', '.join(arms.REGISTRY)}")
+            raise ValueError(f"unknown arm(s) {', '.join(unknown)}; arms: {', '.join(ARM_WEIGHTS)}")
         bad = [k for k, w in v.items() if not 0.0 <= w <= 100.0]
         if bad:
             raise ValueError(f"weights must be from 0 to 100 (check {', '.join(bad)})")
-        return {**arms.default_weights(), **v}
+        return {**ARM_WEIGHTS, **v}
 
     @field_validator("max_limit")
     @classmethod

@@ -3,13 +3,11 @@ entities the question names, through the links of the write path (``store/graph.
 
 Entry points: the top ``graph.entry_points`` hits of the keyword arm, activation = their BM25 over
 the best one. They are known before the question is embedded, so retrieval runs the arm then
-(``expand``, through ``Arm.early``) and scores its new hits beside the question's own statement;
-the question's entities are looked up even earlier (``prepare``). A question without keyword hits
-runs the arm after the store arms (``run``), from their top fused hits (activation = fused score
-over the best). Measured at 100,000 memories: the arm's three round trips after the embedding
-(hop 1, hop 2, the new hits' scores) cost 6 ms of a 30 ms recall; started from the keyword hits
-they overlap the embedding, and the LoCoMo development set scores the same within its run-to-run
-noise.
+(``expand``: the arm is declared ``from_entry_points``) and scores its new hits beside the
+question's own statement; the question's entities are looked up even earlier (``prepare``). A
+question without keyword hits runs the arm after the store arms, from their top fused hits
+(activation = fused score over the best). Started from the keyword hits, the arm's three round
+trips (hop 1, hop 2, the new hits' scores) overlap the embedding instead of following it.
 
 Two algorithms (``recall.graph``), both bounded by the recall ``budget`` (``graph.expand_low`` /
 ``expand_mid`` / ``expand_high`` nodes expanded), both reported in the retrieval stage's
@@ -41,8 +39,8 @@ once, and the graph adds its full weight (``recall.arm_weights.graph``) only for
 for whatever is this query's best graph hit. An entry point scores only what other entry points
 push to it.
 
-The arm scores only its own hits. Hits the store arms did not return are scored on them exactly
-(``Store.search`` with the ids), so fusion and the relevance floor treat them like any candidate.
+The arm scores only its own hits. Retrieval scores the hits the store arms did not return on them
+exactly (``recall/candidates.py``), so fusion and the relevance floor treat them like any candidate.
 """
 
 from __future__ import annotations
@@ -57,8 +55,7 @@ from uuid import UUID
 
 import networkx as nx
 
-from memlane.pipeline.graph import entities as entity_extractor
-from memlane.pipeline.records import Memory
+from memlane.pipeline.graph import entities
 from memlane.pipeline.store.graph import GraphRead
 
 KIND_WEIGHT = {"relates_to": None, "next": 0.9, "previous": 0.9, "same_time": 0.5, "causes": 1.0}
@@ -72,25 +69,11 @@ PUSH_ALPHA = 0.15  # forward push: share of residual a node keeps before pushing
 PUSH_EPSILON = 1e-4
 
 
-def _entry_points(ctx, retrieved) -> dict[UUID, float]:
-    """The top fused hits of the store arms, activation = fused score / best fused score."""
-    from memlane.pipeline.recall.fuse import score_fusion
-
-    if not retrieved.scores:
-        return {}
-    weights = {a: w for a, w in ctx.config.recall.arm_weights.items() if a != "graph"}
-    fused = score_fusion(retrieved, weights)[: ctx.config.graph.entry_points]
-    best = max((c.score for c in fused), default=0.0)
-    if best <= 0:
-        return {}
-    return {c.memory.id: max(c.score / best, 0.0) for c in fused}
-
-
 def _query_keys(query) -> list[str]:
     names = list(query.intent.entities) if query.intent is not None else []
     if not names:
-        names = [e.name for e in entity_extractor.extract(query.text)]
-    keys = [entity_extractor.normalise(n) for n in names]
+        names = [e.name for e in entities.extract(query.text)]
+    keys = [entities.normalise(n) for n in names]
     return sorted({k for k in keys if k})
 
 
@@ -388,15 +371,3 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
     # Activation received can add up past 1.
     ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], str(kv[0])))
     return Expansion(ranked[:limit], detail)
-
-
-async def run(ctx, query, retrieved) -> list[tuple[Memory, float]]:
-    """The graph arm after the store arms, from their fused best hits (``retrieve`` starts it from
-    the keyword arm's hits instead, while the question is embedded, when there are any)."""
-    from memlane.pipeline.recall.retrieve import ranked_memories, score_ids
-
-    found = await expand(ctx, query, _entry_points(ctx, retrieved), retrieved.prepared.get("graph"), "fused")
-    retrieved.details["graph"] = found.detail
-    unknown = [m for m, _ in found.ranked if str(m) not in retrieved.memories]
-    retrieved.add_scores(await score_ids(ctx, query, found, unknown, retrieved.embedding, retrieved.terms))
-    return ranked_memories(ctx, found, retrieved, unknown)

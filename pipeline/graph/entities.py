@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memlane.pipeline.words import STOPWORDS, token_rank
+
 KINDS = ("name", "term", "handle", "email", "url", "path")
 MAX_ENTITIES = 32  # per text: a long document names many things; the graph needs the first few dozen
 
@@ -85,12 +87,10 @@ COMMON_WORD_RANK = 30000
 @functools.cache
 def is_common_word(word: str) -> bool:
     """A frequent English word (as in the relevance floor, with a wider rank)."""
-    from memlane.pipeline.recall.threshold import STOPWORDS, _token_rank
-
     w = word.lower()
     if w in STOPWORDS or w in _NEVER_NAMES:
         return True
-    return _token_rank(w) < COMMON_WORD_RANK
+    return token_rank(w) < COMMON_WORD_RANK
 
 
 def _strip_possessive(word: str) -> str:

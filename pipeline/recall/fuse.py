@@ -17,8 +17,8 @@ Two methods (``recall.fusion``):
 
 from __future__ import annotations
 
-from memlane.pipeline.recall import arms as arm_registry
-from memlane.pipeline.recall.retrieve import Retrieved
+from memlane.pipeline.recall.arms import REGISTRY
+from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Candidate, Memory, stable_key
 
@@ -60,7 +60,7 @@ def score_fusion(retrieved: Retrieved, weights: dict[str, float]) -> list[Candid
     for key, scores in retrieved.scores.items():
         total = 0.0
         for arm, value in scores.items():
-            spec = arm_registry.REGISTRY.get(arm)
+            spec = REGISTRY.get(arm)
             if spec is not None and spec.normalise == "max":
                 value = value / best[arm] if best.get(arm, 0.0) > 0 else 0.0
             total += weights.get(arm, 1.0) * value

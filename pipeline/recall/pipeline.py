@@ -43,6 +43,7 @@ from memlane.pipeline.recall import (
     synthesize,
     threshold,
 )
+from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
 from memlane.pipeline.records import (
@@ -90,7 +91,7 @@ async def _assemble(ctx: RecallContext, candidates):
     )
 
 
-async def _retrieve(ctx: RecallContext, query: Query) -> retrieve.Retrieved:
+async def _retrieve(ctx: RecallContext, query: Query) -> Retrieved:
     return await run_stage(
         ctx, "retrieval", retrieve.retrieve, query, count_in=_texts(query), count=lambda f: len(f.scores)
     )
@@ -129,7 +130,7 @@ def _merge_traces(ctx: RecallContext, per_project: dict[str, Trace]) -> None:
         )
 
 
-async def _across_projects(ctx: RecallContext, query: Query) -> retrieve.Retrieved:
+async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
     """Stage 4 per project, concurrently (bounded), merged into one ``Retrieved``: each arm's lists
     joined and re-sorted by score, so fusion normalises every arm over all the projects (a
     project's best keyword match is not 1.0 just because it is that project's best)."""
@@ -150,7 +151,7 @@ async def _across_projects(ctx: RecallContext, query: Query) -> retrieve.Retriev
     ctx.query_embedding = next(
         (s.query_embedding for s in subs.values() if s.query_embedding is not None), None
     )
-    merged = retrieve.Retrieved(arms=found[0].arms)
+    merged = Retrieved(arms=found[0].arms)
     for f in found:
         for name, hits in f.lists.items():
             merged.lists.setdefault(name, []).extend(hits)
@@ -267,7 +268,7 @@ async def _stages(ctx: RecallContext) -> RecallResult:
                 ctx.access_read.exception()  # (stage 8 reported it, if it ran)
 
 
-async def _rank_and_pack(ctx: RecallContext, found: retrieve.Retrieved) -> RecallResult:
+async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
     """Stages 5-9."""
     req, cfg = ctx.request, ctx.config.recall
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))

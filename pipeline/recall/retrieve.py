@@ -12,24 +12,25 @@ select their top k inside the statement that scores the union. Either way one SQ
 query text scores the union on every arm. The per-text statements run concurrently, bounded by
 ``MAX_PARALLEL_SEARCHES``. Python arms (graph, temporal) run last, with the store arms' hits as
 entry points; what they read from the question alone (``Arm.prepare``) starts with the embedding.
-An arm that can start from the keyword arm's hits (``Arm.early``: the graph) starts as soon as they
-are in, beside the embedding; its hits the keyword arm did not return are scored on every store
-arm by a statement of their own, beside the per-text statements.
+An arm that expands from entry points (``Arm.from_entry_points``: the graph) starts from the
+keyword arm's hits as soon as they are in, beside the embedding (from the store arms' fused best
+hits after them when the keyword arm found nothing); its hits the store arms did not return are
+scored on every store arm by a statement of their own (``candidates.score_ids``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.providers.embedding.embedders import embed_texts
-from memlane.pipeline.recall import arms as arm_registry
+from memlane.pipeline.providers.embedding.embedders import calibrated, embed_texts
+from memlane.pipeline.recall.arms import REGISTRY, resolve
+from memlane.pipeline.recall.candidates import Retrieved, admitted, ranked_memories, score_ids
+from memlane.pipeline.recall.fuse import score_fusion
 from memlane.pipeline.recall.stage import Step
-from memlane.pipeline.records import Memory, Query, stable_key
+from memlane.pipeline.records import Query
 
 log = logging.getLogger(__name__)
 
@@ -39,71 +40,8 @@ log = logging.getLogger(__name__)
 MAX_PARALLEL_SEARCHES = 2
 
 
-@dataclass(slots=True)
-class Retrieved:
-    """Ranked lists per arm and query text (``vector``, ``keyword``, ``vector:1``, ``vector:hyde``...),
-    plus every candidate's exact score on each active arm (the best over the query texts)."""
-
-    arms: tuple[str, ...] = field(default_factory=arm_registry.names)
-    lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
-    memories: dict[str, Memory] = field(default_factory=dict)
-    vectors: list = field(default_factory=list)  # the query texts' embeddings (Python arms reuse them)
-    notes: dict[str, object] = field(default_factory=dict)  # arm -> what it did, for the stage's detail
-    embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
-    details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
-    terms: Any = None  # the question's QueryTerms (store/search.py), when the keyword arm read them
-    prepared: dict[str, asyncio.Future] = field(default_factory=dict)  # Python arm -> its early reads
-
-    def add(self, suffix: str, hits) -> None:
-        for arm in self.arms:
-            ranked = sorted(
-                (h for h in hits if arm in h.found_by), key=lambda h: (-h.scores[arm], *stable_key(h.memory))
-            )
-            if ranked:
-                self.lists[arm + suffix] = [(h.memory, h.scores[arm]) for h in ranked]
-        for h in hits:
-            key = str(h.memory.id)
-            self.memories[key] = h.memory
-            best = self.scores.setdefault(key, {})
-            for arm in self.arms:
-                if arm in h.scores:
-                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
-
-    def add_exact(self, memory: Memory, scores: dict[str, float]) -> None:
-        """Exact scores a Python arm computed for a memory on other arms; a score already there
-        (from the store arms) is kept."""
-        key = str(memory.id)
-        self.memories.setdefault(key, memory)
-        best = self.scores.setdefault(key, {})
-        for arm, score in scores.items():
-            best.setdefault(arm, score)
-
-    def add_scores(self, hits) -> None:
-        """Exact scores on the store arms for memories a Python arm found, without adding them to
-        the store arms' ranked lists (they were not in their top k)."""
-        for h in hits:
-            key = str(h.memory.id)
-            self.memories.setdefault(key, h.memory)
-            best = self.scores.setdefault(key, {})
-            for arm in self.arms:
-                if arm in h.scores:
-                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
-
-    def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
-        """A Python arm's ranked list: it scores only its own hits."""
-        if not ranked:
-            return
-        self.lists[arm] = ranked
-        for memory, score in ranked:
-            key = str(memory.id)
-            self.memories.setdefault(key, memory)
-            best = self.scores.setdefault(key, {})
-            best[arm] = max(best.get(arm, float("-inf")), score)
-
-
 async def retrieve(ctx, query: Query) -> Step[Retrieved]:
-    active = arm_registry.resolve(ctx.arms)
+    active = resolve(ctx.arms)
     # The Python arms' reads that need only the question start now, beside the embedding.
     prepared = {a.name: asyncio.ensure_future(a.prepare(ctx, query)) for a in active if a.prepare}
     try:
@@ -146,7 +84,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             starts = {
                 a.name: asyncio.ensure_future(_start_early(a, ctx, query, dict(tasks), prepared))
                 for a in active
-                if a.early is not None
+                if a.from_entry_points
             }
         try:
             try:
@@ -211,7 +149,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
     # (Scoring them in the question's statement instead, when the arm is done before the
     # embedding: no faster at 100,000 memories, p50 paired.)
     known = {m for pre in preselected for ids in pre.values() for m in ids}
-    names = [n for n in starts if arm_registry.REGISTRY[n] in active]
+    names = [n for n in starts if REGISTRY[n] in active]
     jobs = [
         (
             ("" if i == 0 else f":{i}"),
@@ -220,7 +158,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         for i, t in enumerate(texts)
     ]
     if query.hypothetical and vectors:
-        embedding_arms = tuple(n for n in store_arms if arm_registry.REGISTRY[n].needs == {"embedding"})
+        embedding_arms = tuple(n for n in store_arms if REGISTRY[n].needs == {"embedding"})
         if embedding_arms:
             jobs.append((":hyde", search("", vectors[-1], embedding_arms, {})))
     out = Retrieved(
@@ -253,7 +191,11 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         out.add_list(name, ranked_memories(ctx, expansion, out, only_its))
         ran_early.add(name)
     for arm in active:
-        if not arm.in_store and arm.name not in ran_early:
+        if arm.in_store or arm.name in ran_early:
+            continue
+        if arm.from_entry_points:
+            out.add_list(arm.name, await _expand_from_fused(arm, ctx, query, out))
+        else:
             out.add_list(arm.name, await arm.run(ctx, query, out))
     _keep_admitted(out, req)
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
@@ -286,7 +228,7 @@ async def _start_early(arm, ctx, query: Query, tasks: dict, prepared: dict[str, 
             seeds[m] = max(seeds.get(m, 0.0), score / best)
     if not seeds:
         return None
-    return await arm.early(ctx, query, seeds, prepared.get(arm.name))
+    return await arm.run(ctx, query, seeds, prepared.get(arm.name), "keyword")
 
 
 async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, embedding, terms):
@@ -298,40 +240,29 @@ async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, emb
     return expansion, await score_ids(ctx, query, expansion, unknown, embedding, terms)
 
 
-async def score_ids(ctx, query: Query, found, ids: list, embedding, terms) -> list:
-    """Exact scores on the store arms (cosine, BM25 of the question) of memories a Python arm found
-    (``found``: its result, whose detail counts the statement) and the store arms did not return;
-    for ``Retrieved.add_scores`` (not added to their lists)."""
-    if not ids:
-        return []
-    found.detail["queries"] = found.detail.get("queries", 0) + 1
-    first = "vector" if embedding is not None else "keyword"
-    hits = await ctx.store.search(
-        project=ctx.request.project,
-        query=query.text,
-        embedding=embedding,
-        k=len(ids),
-        arms=(first,),
-        preselected={first: ids},
-        common_df=ctx.config.recall.keyword_common_df,
-        terms=terms,  # (the question's, as the keyword arm read them)
+async def _expand_from_fused(arm, ctx, query: Query, retrieved: Retrieved):
+    """An arm that expands from entry points, run after the store arms (their text-only arms found
+    nothing to start it from earlier), from their fused best hits; its hits they did not return are
+    scored on them, and its list is made of what passes the request's filters."""
+    found = await arm.run(
+        ctx, query, _entry_points(ctx, retrieved, arm.name), retrieved.prepared.get(arm.name), "fused"
     )
-    return calibrated(ctx.embedder, hits, ["vector"])  # on the store arms' scale
+    retrieved.details[arm.name] = found.detail
+    unknown = [m for m, _ in found.ranked if str(m) not in retrieved.memories]
+    retrieved.add_scores(await score_ids(ctx, query, found, unknown, retrieved.embedding, retrieved.terms))
+    return ranked_memories(ctx, found, retrieved, unknown)
 
 
-def ranked_memories(ctx, found, retrieved: Retrieved, unknown: list) -> list[tuple[Memory, float]]:
-    """A Python arm's ranked memory ids (``found.ranked``) as its list: those read, by the store
-    arms or scored for it, that pass the request's filters. Its detail counts them, and how many
-    only it found."""
-    now = getattr(ctx, "clock", lambda: datetime.now(UTC))()
-    out = []
-    for m, score in found.ranked:
-        memory = retrieved.memories.get(str(m))
-        if memory is not None and admitted(memory, ctx.request, now):
-            out.append((memory, float(score)))
-    found.detail["hits"] = len(out)
-    found.detail["new_hits"] = sum(1 for m in unknown if str(m) in retrieved.memories)
-    return sorted(out, key=lambda x: (-x[1], *stable_key(x[0])))
+def _entry_points(ctx, retrieved: Retrieved, arm: str) -> dict:
+    """The top fused hits of the store arms, activation = fused score / best fused score."""
+    if not retrieved.scores:
+        return {}
+    weights = {a: w for a, w in ctx.config.recall.arm_weights.items() if a != arm}
+    fused = score_fusion(retrieved, weights)[: ctx.config.graph.entry_points]
+    best = max((c.score for c in fused), default=0.0)
+    if best <= 0:
+        return {}
+    return {c.memory.id: max(c.score / best, 0.0) for c in fused}
 
 
 def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
@@ -341,32 +272,6 @@ def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
     if not embedder.asymmetric:  # one batch (one API call for a remote model), as both sides agree
         return embedder.embed_queries(texts + extra)
     return embedder.embed_queries(texts) + (embedder.embed_passages(extra) if extra else [])
-
-
-def calibrated(embedder, hits, arms: list[str]):
-    """Cosine scores on the reference scale the fusion and the floor read (``Embedder.calibrate``:
-    a no-op for MiniLM)."""
-    if embedder.calibration is None:
-        return hits
-    for h in hits:
-        for arm in arms:
-            if arm in h.scores:
-                h.scores[arm] = embedder.calibrate(h.scores[arm])
-    return hits
-
-
-def admitted(m: Memory, req, now: datetime) -> bool:
-    """Whether a memory passes the request's filters: what the store arms' SQL says in ``_where``
-    (store/search.py), for the memories the Python arms (graph, temporal) found by other paths."""
-    if m.project != req.project or (m.expires_at is not None and m.expires_at <= now):
-        return False
-    if req.category is not None and m.category != req.category:
-        return False
-    if req.tags and not set(req.tags) <= set(m.tags):
-        return False
-    if req.topics and not set(req.topics) & set(m.topics or ()):
-        return False
-    return not (req.fact_types and m.fact_type not in req.fact_types)
 
 
 def _keep_admitted(out: Retrieved, req) -> None:

@@ -49,38 +49,20 @@ stay low), and with the rules above it changes none of the figures here.
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import datetime
 
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.time import parser as temporal
+from memlane.pipeline.words import STOPWORDS, token_rank
 
 _WORD = re.compile(r"[a-z0-9]+")
-# PostgreSQL's (Snowball's) English stopwords: the keyword arm ignores them too.
-STOPWORDS = frozenset(
-    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
-    her hers herself it its itself they them their theirs themselves what which who whom this that
-    these those am is are was were be been being have has had having do does did doing a an the and
-    but if or because as until while of at by for with about against between into through during
-    before after above below to from up down in out on off over under again further then once here
-    there when where why how all any both each few more most other some such no nor not only own
-    same so than too very s t can will just don should now""".split()
-)
-
-
-@functools.cache
-def _token_rank(word: str) -> int:
-    from memlane.pipeline.tokens import _encoding
-
-    ids = _encoding().encode_ordinary(" " + word)
-    return ids[0] if len(ids) == 1 else 1 << 30
 
 
 def informative_words(text: str, common_rank: int) -> frozenset[str]:
     """The words of ``text`` that are neither stopwords nor among the most frequent words."""
     return frozenset(
-        w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and _token_rank(w) >= common_rank
+        w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and token_rank(w) >= common_rank
     )
 
 

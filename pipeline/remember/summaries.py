@@ -25,7 +25,7 @@ from typing import Any
 from memlane.pipeline.config import SummariesConfig
 from memlane.pipeline.llm.service import Usage
 from memlane.pipeline.providers.llm.base import LLMError
-from memlane.pipeline.recall.threshold import STOPWORDS
+from memlane.pipeline.words import STOPWORDS
 
 log = logging.getLogger(__name__)
 

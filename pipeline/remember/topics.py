@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.recall.threshold import STOPWORDS, _same_word, _token_rank
+from memlane.pipeline.recall.threshold import _same_word
+from memlane.pipeline.words import STOPWORDS, token_rank
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import TopicsConfig
@@ -131,7 +132,7 @@ def key_terms(text: str, n: int = 3) -> list[str]:
             continue
         if w in STOPWORDS or w in _GENERIC or w.endswith(("ed", "ing", "ly")):
             continue
-        rank = _token_rank(w)
+        rank = token_rank(w)
         if rank < KEY_TERM_MIN_RANK:
             continue
         seen.setdefault(w, rank)

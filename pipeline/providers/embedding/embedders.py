@@ -451,3 +451,15 @@ async def embed_texts(
     except Exception as e:
         log.exception("the embedding model failed")
         raise EmbeddingFailed(f"the embedding model failed ({type(e).__name__}: {e}); retry") from e
+
+
+def calibrated(embedder, hits, arms: list[str]):
+    """Cosine scores on the reference scale the fusion and the floor read (``Embedder.calibrate``:
+    a no-op for MiniLM)."""
+    if embedder.calibration is None:
+        return hits
+    for h in hits:
+        for arm in arms:
+            if arm in h.scores:
+                h.scores[arm] = embedder.calibrate(h.scores[arm])
+    return hits

@@ -1,0 +1,129 @@
+"""What retrieval (stage 4) gathers and every later stage reads: ``Retrieved``, the arms' ranked
+lists and each candidate's exact score on every active arm; and what the arms that find memories
+by other paths (graph, temporal) need to make their hits candidates like the store arms' own: the
+request's filters (``admitted``), exact store-arm scores for ids found elsewhere (``score_ids``)
+and an arm's ranked list of them (``ranked_memories``)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from memlane.pipeline.providers.embedding.embedders import calibrated
+from memlane.pipeline.recall.arms import REGISTRY
+from memlane.pipeline.records import Memory, Query, stable_key
+
+
+@dataclass(slots=True)
+class Retrieved:
+    """Ranked lists per arm and query text (``vector``, ``keyword``, ``vector:1``, ``vector:hyde``...),
+    plus every candidate's exact score on each active arm (the best over the query texts)."""
+
+    arms: tuple[str, ...] = field(default_factory=lambda: tuple(REGISTRY))
+    lists: dict[str, list[tuple[Memory, float]]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # memory id -> arm -> score
+    memories: dict[str, Memory] = field(default_factory=dict)
+    vectors: list = field(default_factory=list)  # the query texts' embeddings (Python arms reuse them)
+    notes: dict[str, object] = field(default_factory=dict)  # arm -> what it did, for the stage's detail
+    embedding: list[float] | None = None  # the question's, when an arm needed one (the graph arm reuses it)
+    details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
+    terms: Any = None  # the question's QueryTerms (store/search.py), when the keyword arm read them
+    prepared: dict[str, asyncio.Future] = field(default_factory=dict)  # Python arm -> its early reads
+
+    def add(self, suffix: str, hits) -> None:
+        for arm in self.arms:
+            ranked = sorted(
+                (h for h in hits if arm in h.found_by), key=lambda h: (-h.scores[arm], *stable_key(h.memory))
+            )
+            if ranked:
+                self.lists[arm + suffix] = [(h.memory, h.scores[arm]) for h in ranked]
+        for h in hits:
+            key = str(h.memory.id)
+            self.memories[key] = h.memory
+            best = self.scores.setdefault(key, {})
+            for arm in self.arms:
+                if arm in h.scores:
+                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+
+    def add_exact(self, memory: Memory, scores: dict[str, float]) -> None:
+        """Exact scores a Python arm computed for a memory on other arms; a score already there
+        (from the store arms) is kept."""
+        key = str(memory.id)
+        self.memories.setdefault(key, memory)
+        best = self.scores.setdefault(key, {})
+        for arm, score in scores.items():
+            best.setdefault(arm, score)
+
+    def add_scores(self, hits) -> None:
+        """Exact scores on the store arms for memories a Python arm found, without adding them to
+        the store arms' ranked lists (they were not in their top k)."""
+        for h in hits:
+            key = str(h.memory.id)
+            self.memories.setdefault(key, h.memory)
+            best = self.scores.setdefault(key, {})
+            for arm in self.arms:
+                if arm in h.scores:
+                    best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+
+    def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
+        """A Python arm's ranked list: it scores only its own hits."""
+        if not ranked:
+            return
+        self.lists[arm] = ranked
+        for memory, score in ranked:
+            key = str(memory.id)
+            self.memories.setdefault(key, memory)
+            best = self.scores.setdefault(key, {})
+            best[arm] = max(best.get(arm, float("-inf")), score)
+
+
+async def score_ids(ctx, query: Query, found, ids: list, embedding, terms) -> list:
+    """Exact scores on the store arms (cosine, BM25 of the question) of memories a Python arm found
+    (``found``: its result, whose detail counts the statement) and the store arms did not return;
+    for ``Retrieved.add_scores`` (not added to their lists)."""
+    if not ids:
+        return []
+    found.detail["queries"] = found.detail.get("queries", 0) + 1
+    first = "vector" if embedding is not None else "keyword"
+    hits = await ctx.store.search(
+        project=ctx.request.project,
+        query=query.text,
+        embedding=embedding,
+        k=len(ids),
+        arms=(first,),
+        preselected={first: ids},
+        common_df=ctx.config.recall.keyword_common_df,
+        terms=terms,  # (the question's, as the keyword arm read them)
+    )
+    return calibrated(ctx.embedder, hits, ["vector"])  # on the store arms' scale
+
+
+def ranked_memories(ctx, found, retrieved: Retrieved, unknown: list) -> list[tuple[Memory, float]]:
+    """A Python arm's ranked memory ids (``found.ranked``) as its list: those read, by the store
+    arms or scored for it, that pass the request's filters. Its detail counts them, and how many
+    only it found."""
+    now = getattr(ctx, "clock", lambda: datetime.now(UTC))()
+    out = []
+    for m, score in found.ranked:
+        memory = retrieved.memories.get(str(m))
+        if memory is not None and admitted(memory, ctx.request, now):
+            out.append((memory, float(score)))
+    found.detail["hits"] = len(out)
+    found.detail["new_hits"] = sum(1 for m in unknown if str(m) in retrieved.memories)
+    return sorted(out, key=lambda x: (-x[1], *stable_key(x[0])))
+
+
+def admitted(m: Memory, req, now: datetime) -> bool:
+    """Whether a memory passes the request's filters: what the store arms' SQL says in ``_where``
+    (store/search.py), for the memories the Python arms (graph, temporal) found by other paths."""
+    if m.project != req.project or (m.expires_at is not None and m.expires_at <= now):
+        return False
+    if req.category is not None and m.category != req.category:
+        return False
+    if req.tags and not set(req.tags) <= set(m.tags):
+        return False
+    if req.topics and not set(req.topics) & set(m.topics or ()):
+        return False
+    return not (req.fact_types and m.fact_type not in req.fact_types)
