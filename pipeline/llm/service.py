@@ -20,13 +20,8 @@ from typing import Any
 
 from memlane.pipeline.config import LLM_STAGES, LLMConfig
 from memlane.pipeline.llm import prompts
-from memlane.pipeline.providers.llm.base import (
-    LLM,
-    LLMDeferred,
-    LLMError,
-    LLMReply,
-    make_provider,
-)
+from memlane.pipeline.providers.llm import make_provider
+from memlane.pipeline.providers.llm.base import LLM, LLMDeferred, LLMError, LLMReply
 
 
 @dataclass(slots=True)

@@ -3,9 +3,11 @@ backoff (``llm.max_retries``)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
+from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.llm.base import (
     LLMError,
     LLMReply,
@@ -13,12 +15,24 @@ from memlane.pipeline.providers.llm.base import (
     describe_sdk_error,
 )
 
+DEFAULT_MODEL = "claude-haiku-4-5"
+
 
 class AnthropicLLM(SDKProvider):
     name = "anthropic"
 
+    @classmethod
+    def from_settings(cls, provider: str, model: str | None, cfg) -> AnthropicLLM:
+        settings = cls.settings(cfg)
+        settings["api_key"] = settings["api_key"] or os.environ.get("ANTHROPIC_API_KEY")
+        if not settings["api_key"]:
+            raise ConfigError(
+                "llm.provider 'anthropic' needs a key: set ANTHROPIC_API_KEY or MEMLANE_LLM__API_KEY"
+            )
+        return cls(model=model or DEFAULT_MODEL, **settings)
+
     def _make_client(self):
-        import anthropic
+        import anthropic  # here, not at the top: the SDK takes a second or more to import
 
         return anthropic.AsyncAnthropic(
             api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries

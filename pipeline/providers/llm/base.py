@@ -1,21 +1,18 @@
 """The interface the LLM stages (intent, synthesis, HyDE, rerank) call, and its errors.
 
 An object with this shape is handed to ``Engine(llm=...)`` or built from ``[llm]`` by
-``make_provider``: the Anthropic and OpenAI SDKs (``anthropic_llm.py``, ``openai_llm.py``, the
-latter also for any OpenAI-compatible server), or the MCP sampling provider that ``memlane.server``
-builds from a session (``pipeline`` never imports ``mcp``). A provider that raises degrades only
+``make_provider`` (the registry in ``__init__.py``): the Anthropic and OpenAI SDKs (``anthropic.py``,
+``openai.py``, the latter also for any OpenAI-compatible server), or the MCP sampling provider that
+``memlane.server`` builds from a session (``pipeline`` never imports ``mcp``). A provider that raises degrades only
 the stage that called it (``pipeline/recall/stage.py``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from memlane.pipeline.errors import ConfigError, MemlaneError
-
-DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4o-mini"}
+from memlane.pipeline.errors import MemlaneError
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +47,7 @@ class LLMDeferred(LLMError):
 
 
 class SDKProvider:
-    """What the API providers share: settings, and an SDK client made on first use (importing an
-    SDK costs a second or more, so a server that never calls one never pays it)."""
+    """What the API providers share: settings, and an SDK client made on first use."""
 
     name = "api"
 
@@ -71,6 +67,23 @@ class SDKProvider:
         self.api_key, self.base_url = api_key, base_url
         self.timeout_s, self.max_retries, self.max_tokens = timeout_s, max_retries, max_tokens
         self._client = None
+
+    @classmethod
+    def from_settings(cls, provider: str, model: str | None, cfg) -> SDKProvider:
+        """Build from ``[llm]`` settings (``cfg`` is the LLMConfig) for the registered name
+        ``provider``; a missing key or model is a ConfigError that says which."""
+        raise NotImplementedError  # pragma: no cover - every provider overrides it
+
+    @staticmethod
+    def settings(cfg) -> dict[str, Any]:
+        """The ``[llm]`` settings every API provider takes, and the configured key (None if unset)."""
+        return {
+            "api_key": cfg.api_key.get_secret_value() if cfg.api_key else None,
+            "base_url": cfg.base_url,
+            "timeout_s": cfg.timeout_s,
+            "max_retries": cfg.max_retries,
+            "max_tokens": cfg.max_output_tokens,
+        }
 
     def _sdk(self):
         if self._client is None:
@@ -92,43 +105,3 @@ def describe_sdk_error(e: Exception) -> str:
     if kind == "APIConnectionError":
         return "connection failed"
     return f"{kind}: {e}"[:200]
-
-
-def make_provider(provider: str, model: str | None, cfg) -> LLM:
-    """Build an API provider from ``[llm]`` settings (``cfg`` is the LLMConfig). Raises ConfigError
-    for a missing key or model, so a broken configuration fails at start-up, not in a recall."""
-    key = cfg.api_key.get_secret_value() if cfg.api_key else None
-    common = {"timeout_s": cfg.timeout_s, "max_retries": cfg.max_retries, "max_tokens": cfg.max_output_tokens}
-    if provider == "anthropic":
-        from memlane.pipeline.providers.llm.anthropic import AnthropicLLM
-
-        key = key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise ConfigError(
-                "llm.provider 'anthropic' needs a key: set ANTHROPIC_API_KEY or MEMLANE_LLM__API_KEY"
-            )
-        return AnthropicLLM(
-            model=model or DEFAULT_MODELS["anthropic"], api_key=key, base_url=cfg.base_url, **common
-        )
-    if provider in ("openai", "openai-compatible"):
-        from memlane.pipeline.providers.llm.openai import OpenAILLM
-
-        if provider == "openai":
-            key = key or os.environ.get("OPENAI_API_KEY")
-            if not key:
-                raise ConfigError(
-                    "llm.provider 'openai' needs a key: set OPENAI_API_KEY or MEMLANE_LLM__API_KEY"
-                )
-            model = model or DEFAULT_MODELS["openai"]
-        else:
-            if not cfg.base_url:
-                raise ConfigError(
-                    "llm.provider 'openai-compatible' needs llm.base_url, e.g. http://127.0.0.1:11434/v1 (Ollama)"
-                )
-            if not model:
-                raise ConfigError(
-                    "llm.provider 'openai-compatible' needs llm.model (the server's model name)"
-                )
-            key = key or "none"  # local servers take any key; the SDK insists on one
-        return OpenAILLM(name=provider, model=model, api_key=key, base_url=cfg.base_url, **common)
-    raise ConfigError(f"llm.provider {provider!r} cannot be built here (sampling comes from the MCP session)")

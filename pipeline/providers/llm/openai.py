@@ -4,9 +4,11 @@ backoff (``llm.max_retries``)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
+from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.llm.base import (
     LLMError,
     LLMReply,
@@ -14,12 +16,36 @@ from memlane.pipeline.providers.llm.base import (
     describe_sdk_error,
 )
 
+DEFAULT_MODEL = "gpt-4o-mini"
+
 
 class OpenAILLM(SDKProvider):
-    name = "openai"
+    name = "openai"  # or "openai-compatible": any server speaking the API, given llm.base_url
+
+    @classmethod
+    def from_settings(cls, provider: str, model: str | None, cfg) -> OpenAILLM:
+        settings = cls.settings(cfg)
+        if provider == "openai":
+            settings["api_key"] = settings["api_key"] or os.environ.get("OPENAI_API_KEY")
+            if not settings["api_key"]:
+                raise ConfigError(
+                    "llm.provider 'openai' needs a key: set OPENAI_API_KEY or MEMLANE_LLM__API_KEY"
+                )
+            model = model or DEFAULT_MODEL
+        else:
+            if not cfg.base_url:
+                raise ConfigError(
+                    f"llm.provider {provider!r} needs llm.base_url, e.g. http://127.0.0.1:11434/v1 (Ollama)"
+                )
+            if not model:
+                raise ConfigError(f"llm.provider {provider!r} needs llm.model (the server's model name)")
+            settings["api_key"] = (
+                settings["api_key"] or "none"
+            )  # local servers take any key; the SDK insists on one
+        return cls(name=provider, model=model, **settings)
 
     def _make_client(self):
-        import openai
+        import openai  # here, not at the top: the SDK takes a second or more to import
 
         return openai.AsyncOpenAI(
             api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from memlane.pipeline.config import LLMConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError
-from memlane.pipeline.providers.llm.base import make_provider
+from memlane.pipeline.providers.llm import make_provider
 from memlane.server.bench.llmstub import StubLLM
 
 pytestmark = pytest.mark.anyio
