@@ -18,13 +18,8 @@ from memlane.pipeline.access import Principal
 from memlane.pipeline.config import LLM_STAGES, EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed, InvalidInput, StoreError
 from memlane.pipeline.llm.service import LLMService
-from memlane.pipeline.providers.embedding.embedders import (
-    BUILTIN_MODELS,
-    Embedder,
-    embed_texts,
-    is_explicit,
-    make_embedder,
-)
+from memlane.pipeline.providers.embedding import BUILTIN_MODELS, embed_texts, is_explicit, make_embedder
+from memlane.pipeline.providers.embedding.base import Embedder
 from memlane.pipeline.providers.llm.base import LLM
 from memlane.pipeline.recall import pipeline as recall_pipeline
 from memlane.pipeline.recall.context import RecallContext

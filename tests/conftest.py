@@ -21,7 +21,7 @@ import pytest
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.providers.embedding.embedders import make_embedder
+from memlane.pipeline.providers.embedding import make_embedder
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.embedded import start_embedded
 from memlane.server.settings import Settings

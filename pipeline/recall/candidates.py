@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memlane.pipeline.providers.embedding.embedders import calibrated
+from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.recall.arms import REGISTRY
 from memlane.pipeline.records import Memory, Query, stable_key
 

@@ -14,7 +14,7 @@ from memlane.pipeline.records import RecallRequest, Trace
 if TYPE_CHECKING:
     from memlane.pipeline.config import EngineConfig
     from memlane.pipeline.llm.service import LLMService
-    from memlane.pipeline.providers.embedding.embedders import Embedder
+    from memlane.pipeline.providers.embedding.base import Embedder
     from memlane.pipeline.store import Store
 
 

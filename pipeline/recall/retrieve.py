@@ -25,7 +25,8 @@ import logging
 from datetime import UTC, datetime
 
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.providers.embedding.embedders import calibrated, embed_texts
+from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.recall.arms import REGISTRY, resolve
 from memlane.pipeline.recall.candidates import Retrieved, admitted, ranked_memories, score_ids
 from memlane.pipeline.recall.fuse import score_fusion

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.providers.embedding.embedders import unit_rows
+from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.tokens import _encoding, count_tokens
 
 # "Caroline: ...", "Dr. Smith: ...", "user: ...", "Speaker 2: ...": a name of at most four words

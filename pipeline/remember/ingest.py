@@ -34,7 +34,7 @@ from memlane.pipeline import access
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.providers.embedding.embedders import embed_texts
+from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.remember import chunking, content_filter
 from memlane.pipeline.remember import pipeline as remember_path
 from memlane.pipeline.remember.inputs import MemoryInput

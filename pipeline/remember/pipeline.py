@@ -10,7 +10,8 @@ import numpy as np
 from memlane.pipeline.config import EngineConfig, GraphConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.graph.entities import extract
-from memlane.pipeline.providers.embedding.embedders import embed_texts, unit_rows
+from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Remembered
 from memlane.pipeline.remember import facttypes
 from memlane.pipeline.remember.inputs import MemoryInput

@@ -12,7 +12,7 @@ import numpy as np
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from memlane.pipeline.providers.embedding.embedders import unit_rows
+from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.pipeline.store.vectors import project_is

@@ -26,7 +26,7 @@ import asyncio
 import time
 from typing import Any
 
-from memlane.pipeline.providers.embedding.embedders import calibrated
+from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.records import Memory, Query, stable_key
 from memlane.pipeline.time import parser as temporal
 

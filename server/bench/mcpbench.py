@@ -193,7 +193,7 @@ def build_report(spawns, runs, calls, command, args, temporary, cfg, vers) -> di
 def _model_id(cfg) -> str:
     """The model the spawned servers use (a store of the other built-in model aside)."""
     from memlane.pipeline.errors import ConfigError
-    from memlane.pipeline.providers.embedding.embedders import make_embedder
+    from memlane.pipeline.providers.embedding import make_embedder
 
     try:
         return make_embedder(cfg.embedding).model_id

@@ -81,7 +81,7 @@ async def run(
     """The report. ``provider`` replaces the configured LLM provider (tests); ``embedder``: a loaded
     one to reuse."""
     from memlane.pipeline.llm.service import LLMService
-    from memlane.pipeline.providers.embedding.embedders import make_embedder
+    from memlane.pipeline.providers.embedding import make_embedder
 
     cfg = settings.engine()
     topics_cfg = TopicsConfig(

@@ -21,7 +21,7 @@ from memlane.pipeline.config import (
 )
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.providers.embedding.embedders import Embedder
+from memlane.pipeline.providers.embedding.base import Embedder
 from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 

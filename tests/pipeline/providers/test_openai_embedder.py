@@ -7,7 +7,7 @@ import pytest
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
-from memlane.pipeline.providers.embedding.embedders import make_embedder
+from memlane.pipeline.providers.embedding import make_embedder
 
 
 def test_openai_without_a_key_says_which_variable_to_set(monkeypatch):

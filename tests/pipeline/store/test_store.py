@@ -10,7 +10,7 @@ import pytest
 from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, ModelMismatch, NotFound
-from memlane.pipeline.providers.embedding.embedders import make_embedder
+from memlane.pipeline.providers.embedding import make_embedder
 from memlane.pipeline.store import migrate
 
 pytestmark = pytest.mark.anyio

