@@ -46,6 +46,7 @@ screenshots: $(BIN)/memlane browser
 lint: $(BIN)/memlane
 	$(BIN)/ruff check server pipeline prompts tests
 	$(BIN)/ruff format --check server pipeline prompts tests
+	$(BIN)/lint-imports
 
 bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results

@@ -1,13 +1,14 @@
 """Entities named in a text: the one extractor for memories (the write path's graph) and questions
-(intent analysis, the graph arm's entry points). Pure functions, offline, no model.
+(intent analysis, the graph arm's entry points). Pure functions, offline, no model; below the
+store, which resolves entities when it writes their links.
 
 What counts as an entity:
 
 - **names**: runs of capitalised words ("Caroline", "New York", "Dr Patel"); a possessive is the
   owner ("Caroline's" is Caroline); a capitalised word that starts a sentence counts only if it is
   not a common English word ("The", "When", "Yesterday" are not names; "Caroline" is), and "I" is
-  never one. Common words are read from the cl100k_base tokenizer the budget already uses (see
-  ``threshold.informative_words``): a word that is one token with a low id is a frequent word.
+  never one. Common words are read from the cl100k_base tokenizer the budget already uses
+  (``words.token_rank``): a word that is one token with a low id is a frequent word.
 - **technical terms**: CamelCase, snake_case, dotted and versioned names (``node.js``, ``v2.3.1``),
   letters with digits (``fp-700``, ``py3``);
 - **@handles**, **e-mail addresses**, **URLs** and **file paths**.

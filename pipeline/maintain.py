@@ -227,7 +227,7 @@ async def _links(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
     the graph tables were emptied), by the write path's own rules, in (created_at, id) order and
     batches of ``LINK_BATCH``, each its own transaction (resumable: a linked memory is marked);
     then entities no memory mentions any more are deleted."""
-    from memlane.pipeline.graph.entities import extract
+    from memlane.pipeline.entities import extract
     from memlane.pipeline.remember.pipeline import link_settings
     from memlane.pipeline.store.graph import LinkItem
 

@@ -1,5 +1,5 @@
 """Words that say little, shared by the relevance floor (``recall/threshold.py``), entity
-extraction (``graph/entities.py``) and topic naming (``remember/``): English stopwords and a
+extraction (``entities.py``) and topic naming (``remember/``): English stopwords and a
 word's rank in the cl100k_base tokenizer, whose merges follow corpus frequency."""
 
 from __future__ import annotations

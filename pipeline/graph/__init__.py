@@ -1,2 +1,3 @@
-"""The memory graph: ``entities`` (names in memories and questions) and ``arm`` (the graph
-retrieval arm: spreading activation and MPFP over the links the write path stores)."""
+"""The memory graph's retrieval arm, ``arm``: spreading activation and MPFP over the entity and
+memory links the write path stores. The entities themselves (``pipeline/entities.py``) sit below
+the store, which resolves them when it writes links."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from memlane.pipeline.graph.entities import extract as extract_entities
+from memlane.pipeline.entities import extract as extract_entities
 from memlane.pipeline.llm.service import parse_json
 from memlane.pipeline.providers.llm.base import LLMError
 from memlane.pipeline.recall.stage import Step
@@ -69,7 +69,7 @@ _REASONING = re.compile(
 
 
 def _entities(text: str) -> list[str]:
-    """Names and technical terms, by the one extractor memories use too (``pipeline/graph/entities.py``)."""
+    """Names and technical terms, by the one extractor memories use too (``pipeline/entities.py``)."""
     return [e.name for e in extract_entities(text)]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from memlane.pipeline.graph.entities import KINDS, Entity, normalise
+from memlane.pipeline.entities import KINDS, Entity, normalise
 from memlane.pipeline.llm.service import Usage, parse_json
 from memlane.pipeline.providers.llm.base import LLMError
 from memlane.pipeline.store.graph import LinkItem

@@ -8,8 +8,8 @@ from uuid import UUID
 import numpy as np
 
 from memlane.pipeline.config import EngineConfig, GraphConfig
+from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.graph.entities import extract
 from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Remembered

@@ -7,7 +7,7 @@ all. Every rule depends only on the memory and the memories stored before it (``
 order), so ``memlane maintain --task links`` rebuilds the same links for memories that have none
 (stored before the migration, or after the graph tables were emptied):
 
-- mentions: the entities ``pipeline/graph/entities.py`` finds in the content, one node per key per project,
+- mentions: the entities ``pipeline/entities.py`` finds in the content, one node per key per project,
   a lone first name resolved to the one known full name that starts with it;
 - ``relates_to``: up to ``graph.relates_to_k`` of the nearest earlier memories of the project whose
   cosine similarity is at least ``graph.relates_to_min_similarity`` (weight: the similarity);
@@ -27,7 +27,7 @@ from uuid import UUID
 
 import psycopg
 
-from memlane.pipeline.graph.entities import Entity, first_names, resolve_aliases
+from memlane.pipeline.entities import Entity, first_names, resolve_aliases
 from memlane.pipeline.store.vectors import has_index, project_is
 
 EXTRACTOR_VERSION = 1

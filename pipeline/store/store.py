@@ -29,6 +29,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from memlane.pipeline.entities import extract as extract_entities
 from memlane.pipeline.errors import (
     ConnectionLost,
     DatabaseUnavailable,
@@ -37,7 +38,6 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
-from memlane.pipeline.graph.entities import extract as extract_entities
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store import migrate as migrations
 from memlane.pipeline.store import vectors

@@ -4,18 +4,17 @@ PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph ar
 import psycopg
 import pytest
 
-from memlane.pipeline import maintain
+from memlane.pipeline import entities, maintain
 from memlane.pipeline.config import GraphConfig, LLMStageConfig
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.graph import arm as graph
-from memlane.pipeline.graph import entities
-from memlane.pipeline.graph.entities import (
+from memlane.pipeline.entities import (
     Entity,
     extract,
     normalise,
     resolve_aliases,
 )
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.graph import arm as graph
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.fuse import score_fusion
