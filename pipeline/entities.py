@@ -65,9 +65,6 @@ class Entity:
     name: str  # as written (possessive dropped)
     kind: str  # one of KINDS
 
-    def as_tuple(self) -> tuple[str, str, str]:
-        return (self.key, self.name, self.kind)
-
 
 def normalise(name: str) -> str:
     """The key an entity resolves by: lower case, no possessive, no trailing punctuation, single spaces."""

@@ -293,7 +293,8 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
             "assembly",
             _assemble,
             candidates,
-            count=lambda r: len(r) if isinstance(r, list) else len(r.chosen),
+            count_in=len(candidates),
+            count=lambda packed: len(packed.chosen),
             detail={"max_tokens": req.max_tokens, "limit": req.limit},
         )
     finally:

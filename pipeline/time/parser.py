@@ -589,17 +589,6 @@ def parse(text: str, reference: datetime, *, recent_days: int = DEFAULT_RECENT_D
     return sorted(found, key=lambda r: r.span)
 
 
-def parse_phrases(
-    phrases: list[str] | tuple[str, ...], reference: datetime, *, recent_days: int = DEFAULT_RECENT_DAYS
-) -> list[TimeRange]:
-    """The ranges of phrases someone else found (the LLM's ``time_expressions``), by the same
-    rules; a phrase the rules cannot read gives no range."""
-    out: list[TimeRange] = []
-    for phrase in phrases:
-        out.extend(parse(phrase, reference, recent_days=recent_days))
-    return out
-
-
 def find_time_expressions(text: str) -> list[str]:
     """The time phrases in ``text``, as written, in order, without overlaps."""
     return [r.text for r in parse(text, _PHRASES_ONLY)]
