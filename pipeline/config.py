@@ -3,10 +3,13 @@
 Loading (TOML file, environment, precedence) lives in ``memlane.server.settings``; the engine
 only sees these validated models. Every section forbids unknown keys, so a typo in the config
 file is an error naming the key instead of a silently ignored setting.
+
+One module past the house's ~400 lines on purpose: it is the whole schema, read top to bottom.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -112,11 +115,12 @@ class LLMStagesConfig(Section):
     # question's cosine to each category's centroid is used).
     category_match: LLMStageConfig = LLMStageConfig(enabled=False)
     category_summary: LLMStageConfig = LLMStageConfig()  # memlane maintain --task summaries, not recall
-    # remember: entities and causes links (pipeline/remember/extract.py). Off unless enabled: one LLM call per
-    # new memory is a cost a configured [llm] should not start paying silently.
+    # remember: entities and causes links (pipeline/remember/extract.py). Off unless enabled: one LLM
+    # call per new memory is a cost a configured [llm] should not start paying silently.
     extract: LLMStageConfig = LLMStageConfig(enabled=False)
-    # remember: topic names and fact types from an LLM, refining the offline ones (pipeline/
-    # topics_llm.py). Off unless enabled: one LLM call per remembered batch (of up to 20 memories).
+    # remember: topic names and fact types from an LLM, refining the offline ones
+    # (pipeline/remember/topics_llm.py). Off unless enabled: one LLM call per remembered batch (of up
+    # to 20 memories).
     topics: TopicsStageConfig = TopicsStageConfig(enabled=False)
 
 
@@ -706,8 +710,6 @@ class FilterConfig(Section):
     @field_validator("exclude_patterns")
     @classmethod
     def _compiles(cls, v: list[str]) -> list[str]:
-        import re
-
         for pattern in v:
             try:
                 re.compile(pattern)

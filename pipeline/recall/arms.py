@@ -23,21 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from memlane.pipeline.config import ARM_WEIGHTS
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.graph import arm as graph_arm
+from memlane.pipeline.records import Memory
 from memlane.pipeline.time import arm as temporal_arm
-
-if TYPE_CHECKING:
-    from memlane.pipeline.records import Memory
 
 # What an arm may need from the query.
 NEEDS = frozenset({"text", "embedding", "time_range", "entry_points"})
 
 # A Python arm: (recall context, query, what retrieval found so far) -> ranked (memory, score) pairs.
-ArmRunner = Callable[[Any, Any, Any], Awaitable[list[tuple["Memory", float]]]]
+ArmRunner = Callable[[Any, Any, Any], Awaitable[list[tuple[Memory, float]]]]
 # A Python arm's early reads: (recall context, query) -> what its run will need.
 ArmPreparer = Callable[[Any, Any], Awaitable[Any]]
 # An arm that expands from entry points: (recall context, query, {memory id: activation in [0, 1]},
@@ -55,7 +53,8 @@ class Arm:
     # None: a store arm, evaluated in the joint SQL statement; an Expander when from_entry_points.
     run: ArmRunner | Expander | None = None
     # A Python arm's reads that need only the question: started when retrieval starts (while the
-    # question is embedded); the arm finds the awaitable in ``Retrieved.prepared[name]``.
+    # question is embedded); the awaitable is in ``Retrieved.prepared[name]``, and an Expander is
+    # handed it.
     prepare: ArmPreparer | None = None
     from_entry_points: bool = False
     description: str = ""

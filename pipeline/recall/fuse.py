@@ -3,13 +3,12 @@
 Two methods (``recall.fusion``):
 
 - ``score`` (default): the weighted sum (``recall.arm_weights``) of each arm's score, normalised as
-  the arm declares (``pipeline/recall/arms.py``): ``bm25 / max_bm25 + cosine`` for today's two arms, over
-  every candidate, each scored exactly on both arms. On the LoCoMo development set (offline, MiniLM)
-  this reaches R@1 0.368 / R@5 0.606 / R@10 0.690, where RRF of the same two arms reaches
-  0.271 / 0.562 / 0.677, below BM25 alone at R@1 and R@5 (0.349 / 0.578): RRF gives a weak arm's
-  first hit the same weight as a strong arm's, whatever the scores say (it is only ahead at R@20,
-  0.771 against 0.760). The optimum is flat (vector weight 0.8-1.5 all within 0.01),
-  so the default of equal weights is not a fit to the development set.
+  the arm declares (``pipeline/recall/arms.py``): BM25 over the query's best BM25, cosine as it
+  is, and the graph and temporal arms' scores (already in [0, 1]) as they are. The store arms
+  score every candidate exactly, so each is judged on both. It beats RRF on the LoCoMo
+  development set (offline, MiniLM; R@1 0.368 against 0.271): RRF gives a weak arm's first hit
+  the same weight as a strong arm's, whatever the scores say. The optimum is flat in the weights,
+  so the store arms' equal default weights are not a fit to the development set.
 - ``rrf``: reciprocal rank fusion, kept for comparison and for lists without comparable scores.
 - ``rrf_vector``: ``recall.rrf_vector.rrf`` x RRF normalised by the best RRF score plus
   ``recall.rrf_vector.vector`` x the best cosine similarity over the query texts (0.6 / 0.4).

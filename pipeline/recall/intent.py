@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from memlane.pipeline.entities import extract as extract_entities
+from memlane.pipeline.entities import extract
 from memlane.pipeline.llm.service import parse_json
 from memlane.pipeline.providers.llm.base import LLMError
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Query
-from memlane.pipeline.time import parser as temporal
+from memlane.pipeline.time.parser import DEFAULT_RECENT_DAYS, TimeRange, find_time_expressions, parse
 
 INTENTS = ("troubleshooting", "how-to", "factual", "recall", "preference", "temporal")
 COMPLEXITIES = ("simple", "moderate", "complex")
@@ -34,9 +34,7 @@ class Intent:
     time_expressions: tuple[str, ...]
     requires_reasoning: bool
     source: str = "offline"  # or "llm"
-    time_ranges: tuple[
-        temporal.TimeRange, ...
-    ] = ()  # the time_expressions as ranges (pipeline/time/parser.py)
+    time_ranges: tuple[TimeRange, ...] = ()  # the time_expressions as ranges (pipeline/time/parser.py)
 
     def as_dict(self) -> dict:
         return {
@@ -70,17 +68,15 @@ _REASONING = re.compile(
 
 def _entities(text: str) -> list[str]:
     """Names and technical terms, by the one extractor memories use too (``pipeline/entities.py``)."""
-    return [e.name for e in extract_entities(text)]
+    return [e.name for e in extract(text)]
 
 
-def analyse_offline(
-    question: str, reference_time=None, *, recent_days: int = temporal.DEFAULT_RECENT_DAYS
-) -> Intent:
+def analyse_offline(question: str, reference_time=None, *, recent_days: int = DEFAULT_RECENT_DAYS) -> Intent:
     """The offline record, from cues in the words alone; with ``reference_time``, its time
     expressions as ranges too."""
     lower = question.lower()
-    ranges = temporal.parse(question, reference_time, recent_days=recent_days) if reference_time else []
-    times = [r.text for r in ranges] if reference_time else temporal.find_time_expressions(question)
+    ranges = parse(question, reference_time, recent_days=recent_days) if reference_time else []
+    times = [r.text for r in ranges] if reference_time else find_time_expressions(question)
     entities = _entities(question)
     n_words = len(_WORD.findall(question))
     if re.match(r"\s*(when|how long|what (date|day|year|month|time))\b", lower) or (
@@ -106,14 +102,14 @@ def analyse_offline(
 
 def llm_time_ranges(
     phrases: tuple[str, ...], question: str, reference_time, recent_days: int
-) -> tuple[temporal.TimeRange, ...]:
+) -> tuple[TimeRange, ...]:
     """The LLM's time expressions read by the same parser, placed where they are in the question
     (so the temporal arm can score the rest of it); phrases the rules cannot read give no range."""
     out = []
     lower = question.lower()
     for phrase in phrases:
         at = lower.find(phrase.lower())
-        for r in temporal.parse(phrase, reference_time, recent_days=recent_days):
+        for r in parse(phrase, reference_time, recent_days=recent_days):
             span = (r.span[0] + at, r.span[1] + at) if at >= 0 else (0, 0)
             out.append(replace(r, span=span))
     return tuple(out)

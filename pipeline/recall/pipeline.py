@@ -2,14 +2,14 @@
 
 | # | stage | module | offline behaviour |
 |---|-------|--------|-------------------|
-| 1 | intent analysis | intent.py | offline analyser (question words, names, dates, length) |
+| 1 | intent analysis | intent.py | offline analyser (question words, names and terms, time expressions, length) |
 | 2 | query synthesis | synthesize.py | skipped: the question is the only query |
 | 3 | HyDE | hyde.py | skipped: the question's embedding is used |
-| 4 | retrieval | retrieve.py | vector (cosine) + keyword (BM25) arms |
-| 5 | fusion | fuse.py | weighted score fusion (recall.fusion = "score") or RRF |
+| 4 | retrieval | retrieve.py (arms.py, candidates.py) | vector (cosine) and keyword (BM25) arms, the graph arm (MPFP, ``graph/arm.py``), and the temporal arm when the question names a time (``time/arm.py``) |
+| 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
-| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine; else dropped |
-| 8 | scoring adjustments | adjust.py | priority, pinned, category, project factors (decay: off by default) |
+| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word; then a relative floor; else dropped |
+| 8 | scoring adjustments | adjust.py | priority, pinned and category factors, project factors across projects (decay: off by default) |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its

@@ -4,11 +4,10 @@ CLI's ``--json``, so the token budget counts exactly what is delivered.
 Per memory: its handle (``id``, the shortest prefix of its id that is unique in the store, at least
 8 hex digits), its content, a date, and only the fields that carry information. With
 ``explain=true`` the id is the full UUID and the final score is added, with the scoring
-adjustments' factors (``adjustments: {"decay": 0.93, "priority": 1.25, ...}``) that made it. The text block of the tool
-result is :func:`to_text` of the same structure, so both blocks cost the same tokens.
-
-Measured on a store of developer memories (issue 11): the old pretty-printed block with every
-field cost up to 11x ``max_tokens``; ten copies of a 13-token memory cost 1,704 tokens.
+adjustments' factors (``adjustments: {"decay": 0.93, "priority": 1.25, ...}``) that made it. The
+text block of the tool result is :func:`to_text` of the same structure, so both blocks cost the same tokens. Compact
+because it is all the client's context pays for: a pretty-printed block with every field cost
+many times ``max_tokens``.
 """
 
 from __future__ import annotations

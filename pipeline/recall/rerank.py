@@ -95,7 +95,7 @@ async def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
 
 @functools.cache
 def _cross_encoder(path: str):
-    from sentence_transformers import CrossEncoder
+    from sentence_transformers import CrossEncoder  # here: seconds to import, and only this option needs it
 
     return CrossEncoder(path, device="cpu", local_files_only=True)
 

@@ -28,21 +28,21 @@ from typing import Any
 
 from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.records import Memory, Query, stable_key
-from memlane.pipeline.time import parser as temporal
+from memlane.pipeline.time.parser import TimeRange, parse, strip_expressions
 
 ARM = "temporal"
 
 
-def question_ranges(ctx, query: Query) -> list[temporal.TimeRange]:
+def question_ranges(ctx, query: Query) -> list[TimeRange]:
     """The ranges of the question: the intent stage's, else parsed here."""
     intent = query.intent
     if intent is not None and getattr(intent, "time_ranges", None) is not None:
         return list(intent.time_ranges)
     cfg = ctx.config.temporal
-    return temporal.parse(query.text, ctx.request.reference_time, recent_days=cfg.recent_days)
+    return parse(query.text, ctx.request.reference_time, recent_days=cfg.recent_days)
 
 
-async def _anchor(ctx, r: temporal.TimeRange, embedding_of) -> tuple[temporal.TimeRange | None, str]:
+async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, str]:
     """An event range placed on the memory that best matches its event phrase."""
     req, cfg = ctx.request, ctx.config
     vectors = await embedding_of([r.event])
@@ -96,7 +96,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
     async def embedding_of(texts: list[str]):
         return await asyncio.to_thread(ctx.embedder.embed_queries, texts)
 
-    resolved: list[temporal.TimeRange] = []
+    resolved: list[TimeRange] = []
     unresolved: list[dict[str, Any]] = []
     for r in ranges:
         if r.resolved:
@@ -113,7 +113,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
     if not resolved:
         found.notes[ARM] = {**note, "status": "not run: no range could be placed"}
         return []
-    rest = temporal.strip_expressions(query.text, ranges) or query.text
+    rest = strip_expressions(query.text, ranges) or query.text
     embedding = found.vectors[0] if found.vectors else None
     hits, scanned = await ctx.store.in_range(
         project=req.project,

