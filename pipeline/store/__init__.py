@@ -6,7 +6,7 @@ whole memories (reads.py), recall's arms (search.py), handles, browsing, topics,
 graph, the vector indexes and ``memlane maintain``'s queries (upkeep.py)."""
 
 from memlane.pipeline.store.browse import BrowseQueries
-from memlane.pipeline.store.connection import Connection, _read_again_once
+from memlane.pipeline.store.connection import Connection
 from memlane.pipeline.store.graph import GraphQueries
 from memlane.pipeline.store.handles import HandleQueries
 from memlane.pipeline.store.model import ModelSettings
@@ -36,14 +36,6 @@ class Store(
     GraphQueries,
     VectorIndexQueries,
 ):
-    """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries."""
-
-
-# Reads, retried once (see _read_again_once). Writes are not: one whose connection died may have
-# committed, and its error says so. (A list here rather than decorators, so the methods' own code
-# stays as it is; touch only counts accesses, and counting one twice after a crash is harmless.)
-for _name in (
-    "get_setting", "get", "stats", "search", "candidates", "touch", "server_info", "nearest_ids", "handles",
-    "resolve_id", "auto_topics", "access_stats", "category_centroids", "graph_reads", "entity_ids",
-):  # fmt: skip
-    setattr(Store, _name, _read_again_once(getattr(Store, _name)))
+    """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
+    read whose connection is lost mid-call runs again once the database is back (its part marks it
+    ``@read_again_once``, connection.py); a write reports the loss instead."""

@@ -348,12 +348,22 @@ class Connection:
                     await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def _read_again_once(method):
+def read_again_once(method):
     """Run a read again, once, when its connection was lost mid-call and the database is back: a
-    read has no effect to duplicate, so the caller need not see the outage at all."""
+    read has no effect to duplicate, so the caller need not see the outage at all. Writes are not
+    retried: one whose connection died may have committed, and its error says so."""
+    return _again_once(method)
 
+
+def count_again_once(method):
+    """Run ``touch``, a write whose only effect is counting accesses, again once like a read: if the
+    lost call did commit, those accesses count twice, which only nudges a scoring adjustment."""
+    return _again_once(method)
+
+
+def _again_once(method):
     @functools.wraps(method)
-    async def wrapper(self, *args, **kwargs):
+    async def again(self, *args, **kwargs):
         try:
             return await method(self, *args, **kwargs)
         except ConnectionLost as e:
@@ -362,4 +372,4 @@ def _read_again_once(method):
             log.info("retrying %s after the database came back", method.__name__)
             return await method(self, *args, **kwargs)
 
-    return wrapper
+    return again

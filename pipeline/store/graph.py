@@ -28,6 +28,7 @@ from uuid import UUID
 import psycopg
 
 from memlane.pipeline.graph.entities import Entity, first_names, resolve_aliases
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.vectors import has_index, project_is
 
 EXTRACTOR_VERSION = 1
@@ -362,6 +363,7 @@ class GraphQueries:
 
     # -- the read side: the graph arm -----------------------------------------------------------
 
+    @read_again_once
     async def entity_ids(self, project: str, keys: list[str]) -> dict[int, str]:
         """Entity nodes for these keys (and for a lone first name, the one full name it starts)."""
         if not keys:
@@ -376,6 +378,7 @@ class GraphQueries:
             )
             return {i: k for i, k in await cur.fetchall()}
 
+    @read_again_once
     async def graph_reads(
         self, reads: list[GraphRead], *, project: str = "", per_node: int = 50, count_up_to: int = 201
     ) -> list[list[tuple]]:

@@ -10,6 +10,7 @@ import psycopg
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.store import migrate as migrations
 from memlane.pipeline.store import vectors
+from memlane.pipeline.store.connection import read_again_once
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +18,7 @@ log = logging.getLogger(__name__)
 class ModelSettings:
     """Mixed into Store; needs ``_connection()``."""
 
+    @read_again_once
     async def get_setting(self, key: str) -> str | None:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = %s", (key,))

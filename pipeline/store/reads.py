@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import NotFound
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.pipeline.store.vectors import project_is
 
@@ -19,6 +20,7 @@ from memlane.pipeline.store.vectors import project_is
 class Reads:
     """Mixed into Store; needs ``_connection()``."""
 
+    @read_again_once
     async def get(self, memory_id: UUID) -> Memory:
         """One memory with its access statistics."""
         return await self._one(
@@ -62,6 +64,7 @@ class Reads:
             yield [row_to_memory(r) for r in rows]
             last = (rows[-1]["created_at"], rows[-1]["id"])
 
+    @read_again_once
     async def nearest_ids(self, project: str, embedding: list[float], k: int) -> list[UUID]:
         """A bare pgvector top-k on one project: the floor any vector recall must pay (bench)."""
         async with self._connection() as conn:
@@ -72,6 +75,7 @@ class Reads:
             )
             return [r[0] for r in await cur.fetchall()]
 
+    @read_again_once
     async def server_info(self) -> dict[str, str | None]:
         """PostgreSQL's and pgvector's versions (doctor, benchmark reports)."""
         async with self._connection() as conn:
@@ -82,6 +86,7 @@ class Reads:
             postgres, pgvector = await cur.fetchone()
         return {"postgres": postgres, "pgvector": pgvector}
 
+    @read_again_once
     async def stats(self, projects: list[str] | None = None) -> dict[str, Any]:
         """Counts over the whole store, or over ``projects`` only (an access token's)."""
         scope, params = ("", ()) if projects is None else ("WHERE project = ANY(%s)", (list(projects),))

@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.rows import (
     ACCESS_COLUMNS,
     ACCESS_JOIN,
@@ -186,6 +187,7 @@ class SearchQueries:
             params["fact_types"] = list(fact_types)
         return " AND ".join(filters), params
 
+    @read_again_once
     async def candidates(
         self,
         arm: str,
@@ -235,6 +237,7 @@ class SearchQueries:
             )
         return list(ids or ()), [float(x) for x in scores or ()] if spec.reads_lexemes else None, terms
 
+    @read_again_once
     async def search(
         self,
         *,

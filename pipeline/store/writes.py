@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
 from memlane.pipeline.graph.entities import extract as extract_entities
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.connection import count_again_once
 from memlane.pipeline.store.graph import LinkItem, LinkPlan, unlink_content, write_links
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, StoredRow, row_to_memory
 from memlane.pipeline.store.topics import add_to_sums, upsert_topic_sums
@@ -286,6 +287,7 @@ class Writes:
             await conn.execute("DELETE FROM memlane_entities WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 
+    @count_again_once
     async def touch(self, ids: list[UUID]) -> None:
         """Count an access for memories a recall returned (for later scoring adjustments). Kept in
         its own table (migration 0003): an UPDATE of ``memories`` on every recall would write the
