@@ -3,7 +3,8 @@ neighbourhood for the graph arm.
 
 Links are written in the same transaction as the memories they describe (``Store.insert`` and
 ``Store.update`` call ``write_links``), so a memory is stored with its entities and links or not at
-all. Every rule depends only on the memory and the memories stored before it (``(created_at, id)``
+all; which links a new memory gets is the write path's choice (``LinkPlanner``, implemented by
+``pipeline/remember/links.py``), except those found here in SQL. Every rule depends only on the memory and the memories stored before it (``(created_at, id)``
 order), so ``memlane maintain --task links`` rebuilds the same links for memories that have none
 (stored before the migration, or after the graph tables were emptied):
 
@@ -22,13 +23,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import psycopg
 
 from memlane.pipeline.graph.entities import Entity, first_names, resolve_aliases
 from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.vectors import has_index, project_is
 
 EXTRACTOR_VERSION = 1
@@ -115,15 +117,26 @@ class LinkItem:
 
 
 @dataclass(slots=True)
-class LinkPlan:
-    """What the write path asks ``Store.insert`` to link, row by row (same order as the rows)."""
+class LinkRows:
+    """The entities and links a write stores, as its planner chose them: written as given."""
 
+    items: list[LinkItem]
     settings: LinkSettings
-    entities: list[list[Entity]]
-    chain: bool = False  # consecutive rows of the batch are a conversation: link them with ``next``
-    # Per row, its relates_to targets found before the insert (pipeline/remember.relates_to): a
-    # stored memory's id, or the index of an earlier row of the batch. None: searched in SQL.
-    relates: list[list[tuple[UUID | int, float]]] | None = None
+    chain: list[tuple[UUID, UUID]] = field(default_factory=list)  # ``next`` links between batch rows
+
+
+class LinkPlanner(Protocol):
+    """Chooses the links of the memories a write stores (the write path's ``LinkPlan``,
+    ``pipeline/remember/links.py``). ``Store.insert`` and ``Store.update`` call it inside their
+    transaction, once the rows' ids are known, and write what it returns."""
+
+    def after_insert(self, rows: list[StoredRow], stored: list[tuple[UUID, bool]]) -> LinkRows:
+        """``stored``: (id, created) per row, as ``Store.insert`` returns them."""
+        ...
+
+    def after_update(self, memory_id: UUID, project: str, content: str) -> LinkRows:
+        """The links of a memory whose content or date changed (its old ones are dropped first)."""
+        ...
 
 
 async def _known_full_names(conn: psycopg.AsyncConnection, items: list[LinkItem]) -> dict[str, list[Entity]]:

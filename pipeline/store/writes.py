@@ -12,10 +12,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
-from memlane.pipeline.graph.entities import extract as extract_entities
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.connection import count_again_once
-from memlane.pipeline.store.graph import LinkItem, LinkPlan, unlink_content, write_links
+from memlane.pipeline.store.graph import LinkPlanner, unlink_content, write_links
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, StoredRow, row_to_memory
 from memlane.pipeline.store.topics import add_to_sums, upsert_topic_sums
 from memlane.pipeline.validate import content_hash
@@ -29,13 +28,14 @@ class Writes:
     (vectors.py) and ``get``/``_one`` (reads.py)."""
 
     async def insert(
-        self, rows: list[StoredRow], *, model_id: str | None = None, links: LinkPlan | None = None
+        self, rows: list[StoredRow], *, model_id: str | None = None, links: LinkPlanner | None = None
     ) -> list[tuple[UUID, bool]]:
         """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
         memory (same project, content and occurred_at) is not stored twice: its existing id comes
         back with created=False. One statement per batch also keeps the BM25 statistics triggers
         deadlock-free (see migration 0002). ``model_id``: the model that made the vectors; refused
-        if the store's recorded model is another one (``memlane reembed`` ran meanwhile)."""
+        if the store's recorded model is another one (``memlane reembed`` ran meanwhile). ``links``:
+        asked, once the ids are known, which entities and links the created rows get (graph.py)."""
         if not rows:
             return []
         await self.index_projects({r.project for r in rows})
@@ -69,42 +69,9 @@ class Writes:
                 out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
                 seen.add(key)
             if links is not None:  # the graph, in the same transaction: stored whole or not at all
-                await self._link_inserted(conn, rows, out, links)
+                plan = links.after_insert(rows, out)
+                await write_links(conn, plan.items, plan.settings, plan.chain)
         return out
-
-    @staticmethod
-    async def _link_inserted(
-        conn: psycopg.AsyncConnection, rows: list[StoredRow], out: list[tuple[UUID, bool]], plan: LinkPlan
-    ) -> None:
-        """Entities and links of the rows this insert created (duplicates are not linked again)."""
-
-        def targets(i: int) -> list[tuple[UUID, float]] | None:
-            """Row i's relates_to links: its best candidates that came before it. A memory stored
-            before the batch did; of the batch's new rows (one created_at), the lower ids did, as
-            in the (created_at, id) order maintain rebuilds by."""
-            if plan.relates is None:
-                return None
-            me, best = out[i][0], {}
-            for t, w in plan.relates[i]:
-                if isinstance(t, int):
-                    t, new = out[t]
-                    if new and not t < me:
-                        continue
-                if t != me and w > best.get(t, -2.0):
-                    best[t] = w
-            return sorted(best.items(), key=lambda kv: -kv[1])[: plan.settings.relates_to_k]
-
-        items = [
-            LinkItem(mid, r.project, plan.entities[i], targets(i))
-            for i, (r, (mid, created)) in enumerate(zip(rows, out, strict=True))
-            if created
-        ]
-        chain = []
-        if plan.chain:
-            for (a, new_a), (b, new_b) in zip(out, out[1:], strict=False):
-                if new_a and new_b:
-                    chain.append((a, b))
-        await write_links(conn, items, plan.settings, chain)
 
     @staticmethod
     async def _insert_rows(
@@ -215,7 +182,7 @@ class Writes:
         fields: dict[str, Any],
         *,
         model_id: str | None = None,
-        links: LinkPlan | None = None,
+        links: LinkPlanner | None = None,
     ) -> Memory:
         """Set some columns of one memory in one transaction. New content or occurred_at gets a new
         content hash computed from the row as locked here, so a concurrent update of the other field
@@ -267,8 +234,8 @@ class Writes:
             if row is not None and links is not None and ("content" in fields or "occurred_at" in fields):
                 # New content or date: its entities, relates_to and same_time links are made again.
                 await unlink_content(conn, memory_id)
-                item = LinkItem(memory_id, row["project"], extract_entities(row["content"]))
-                await write_links(conn, [item], links.settings)
+                plan = links.after_update(memory_id, row["project"], row["content"])
+                await write_links(conn, plan.items, plan.settings, plan.chain)
         if row is None:
             raise NotFound(f"no memory has id {memory_id}")
         return row_to_memory(row)
