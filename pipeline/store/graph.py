@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 from uuid import UUID
 
 import psycopg
@@ -500,14 +500,3 @@ class GraphQueries:
             for name, content in await cur.fetchall():
                 out.setdefault(name, []).append(content)
         return list(out.items())
-
-    async def graph_counts(self) -> dict[str, Any]:
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT (SELECT count(*) FROM memlane_entities), (SELECT count(*) FROM memory_entities),"
-                " (SELECT count(*) FROM memory_linked)"
-            )
-            entities, mentions, linked = await cur.fetchone()
-            cur = await conn.execute("SELECT kind, count(*) FROM memory_links GROUP BY kind ORDER BY kind")
-            links = dict(await cur.fetchall())
-        return {"entities": entities, "mentions": mentions, "linked": linked, "links": links}
