@@ -13,12 +13,25 @@ from typing import Any
 from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput, NotFound
-from memlane.pipeline.recall.render import MIN_HANDLE_HEX, handle_of
 from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.validate import parse_id_prefix
 
+MIN_HANDLE_HEX = 8
 # An ambiguous prefix lists this many candidates (the message must stay short).
 MAX_LISTED = 5
+
+
+def handle_of(memory_id: Any, hex_digits: int = MIN_HANDLE_HEX) -> str:
+    """The prefix of the canonical id text that holds ``hex_digits`` hex digits (hyphens kept, so a
+    handle is always the start of the full id)."""
+    text = str(memory_id)
+    seen = 0
+    for i, ch in enumerate(text):
+        if ch != "-":
+            seen += 1
+            if seen == hex_digits:
+                return text[: i + 1]
+    return text
 
 
 def _common_hex(a: UUID, b: UUID | None) -> int:
