@@ -3,11 +3,13 @@
 ``Store`` is composed of one part per role, each in its own module: the connections and their
 recovery (connection.py), the embedding model (model.py), the writes (writes.py), and the reads:
 whole memories (reads.py), recall's arms (search.py), handles, browsing, topics, scoring, the
-graph, the vector indexes and ``memlane maintain``'s queries (upkeep.py)."""
+graph (graph.py writes it, graph_reads.py reads it), the vector indexes, and ``memlane
+maintain``'s queries (upkeep.py)."""
 
 from memlane.pipeline.store.browse import BrowseQueries
 from memlane.pipeline.store.connection import Connection
 from memlane.pipeline.store.graph import GraphQueries
+from memlane.pipeline.store.graph_reads import GraphReadQueries
 from memlane.pipeline.store.handles import HandleQueries
 from memlane.pipeline.store.model import ModelSettings
 from memlane.pipeline.store.reads import Reads
@@ -34,6 +36,7 @@ class Store(
     UpkeepQueries,
     ScoringQueries,
     GraphQueries,
+    GraphReadQueries,
     VectorIndexQueries,
 ):
     """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
