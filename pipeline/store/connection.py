@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreError
@@ -133,8 +134,6 @@ class Connection:
 
     @staticmethod
     async def _configure(conn: psycopg.AsyncConnection) -> None:
-        from pgvector.psycopg import register_vector_async
-
         await register_vector_async(conn)
         # With a project filter, a plain HNSW scan can return fewer than k rows; pgvector 0.8's
         # iterative scan keeps walking the graph until the filter has enough matches.
