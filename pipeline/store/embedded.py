@@ -60,8 +60,8 @@ def _leave(server, pgdata: Path) -> None:
 
 # Settings for the embedded server, in a file postgresql.conf includes. PostgreSQL's default of
 # 128 MB of shared buffers holds about 30k memories with their vectors and indexes; past that every
-# recall reads pages through the kernel. Measured at 100k memories (8 projects): 512 MB took the
-# store's search p50 from ~36 to ~26 ms. 256 MB is the compromise for a process on a laptop.
+# recall reads pages through the kernel, and a larger store searches faster with more. 256 MB is the
+# compromise for a process on a laptop.
 SETTINGS_FILE = "memlane.conf"
 SETTINGS = """\
 # Written by memlane; read at server start. Edit, then restart every memlane process.

@@ -50,9 +50,8 @@ class ScoringQueries:
         category's mean moves little with one more memory). With the cache on, a miss also starts,
         in the background, the read of the project's other categories (for a project of at most
         ``PROJECT_CATEGORIES``): the next recalls in that project, which ask for other categories
-        of it, find them cached. At 100k memories the dozen categories of one recall took 3.3 ms,
-        most of stage 8, on most recalls of the latency benchmark; a whole project's take ~25 ms,
-        which no recall waits for."""
+        of it, find them cached. A recall's dozen categories were most of stage 8's time; a whole
+        project's take several times that, which no recall waits for."""
         cache = self._centroid_cache()
         now = time.monotonic()
         out: dict[tuple[str, str], np.ndarray] = {}
