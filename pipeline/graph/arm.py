@@ -56,7 +56,7 @@ from uuid import UUID
 import networkx as nx
 
 from memlane.pipeline import entities
-from memlane.pipeline.store.graph import GraphRead
+from memlane.pipeline.store.graph_reads import GraphRead
 
 KIND_WEIGHT = {"relates_to": None, "next": 0.9, "previous": 0.9, "same_time": 0.5, "causes": 1.0}
 META_PATHS: dict[str, tuple[str, ...]] = {

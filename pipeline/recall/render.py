@@ -17,9 +17,8 @@ from datetime import UTC
 from typing import Any
 
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.handles import handle_of as handle_of  # made by the store, shown here
 from memlane.pipeline.validate import PRIORITY_DEFAULT
-
-MIN_HANDLE_HEX = 8
 
 
 def memory_date(m: Memory) -> str:
@@ -84,16 +83,3 @@ def to_text(obj: Any) -> str:
     """Compact JSON: no indentation, no spaces after separators, UTF-8 kept as is (``\\uXXXX``
     escapes would cost several tokens per character)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def handle_of(memory_id: Any, hex_digits: int = MIN_HANDLE_HEX) -> str:
-    """The prefix of the canonical id text that holds ``hex_digits`` hex digits (hyphens kept, so a
-    handle is always the start of the full id)."""
-    text = str(memory_id)
-    seen = 0
-    for i, ch in enumerate(text):
-        if ch != "-":
-            seen += 1
-            if seen == hex_digits:
-                return text[: i + 1]
-    return text

@@ -15,8 +15,9 @@ from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Remembered
 from memlane.pipeline.remember import facttypes
 from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.remember.links import LinkPlan
 from memlane.pipeline.store import StoredRow
-from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, LinkPlan, LinkSettings
+from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, LinkSettings
 
 
 def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
@@ -41,7 +42,7 @@ def relates_to(
 ) -> list[list[tuple[UUID | int, float]]]:
     """Each new memory's relates_to candidates at or above the similarity floor: the stored memories
     of its project found before the insert (``found``, best first) and the other memories of the
-    batch in its project (an int: a batch index). ``Store.insert`` keeps the earlier ones, in the
+    batch in its project (an int: a batch index). ``links.relates_targets`` keeps the earlier ones, in the
     order ``memlane maintain`` rebuilds links by, and the best ``relates_to_k`` of them."""
     unit = unit_rows(vectors)
     sims = unit @ unit.T

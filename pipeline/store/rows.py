@@ -1,7 +1,9 @@
-"""The memories table's columns as the engine reads them."""
+"""The memories table's rows: what a write inserts, and its columns as the engine reads them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memlane.pipeline.records import Memory
@@ -12,7 +14,7 @@ MEMORY_COLUMNS = (
 )
 
 # A memory's access statistics beside its columns (``m``): recall's reads take them with the memory,
-# so stage 8 needs no read of its own (measured: one round trip, ~0.6 ms of a recall at 100k).
+# so stage 8 needs no read of its own (one round trip fewer per recall).
 ACCESS_COLUMNS = "a.access_count, a.last_accessed_at"
 ACCESS_JOIN = "LEFT JOIN memory_access a ON a.memory_id = m.id"
 
@@ -53,3 +55,27 @@ def values_to_memory(v, access: tuple[int | None, Any] | None = None) -> Memory:
         last_accessed_at=access[1] if access is not None else None,
         access_known=access is not None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """What to insert: validated fields plus the embedding."""
+
+    project: str
+    content: str
+    content_hash: str
+    embedding: list[float]
+    category: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    pinned: bool
+    priority: int
+    occurred_at: datetime | None
+    expires_at: datetime | None
+    source: str | None
+    position: int | None = None
+    topics: tuple[str, ...] | None = None  # None: not assigned (topics off)
+    fact_type: str | None = None
+    # The automatic topics this row joins, with the key terms a topic gets if this row creates it:
+    # their centroids take the row's embedding when the row is created (not for a duplicate).
+    auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()

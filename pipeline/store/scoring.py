@@ -12,6 +12,8 @@ from uuid import UUID
 
 import numpy as np
 
+from memlane.pipeline.store.connection import read_again_once
+
 # A category's centroid is the mean of at most this many of its memories (the first the (project,
 # category) index gives): a recall asks for a dozen categories, and averaging every member read
 # whole categories, ~28 ms per recall at 100k memories. 64 unit vectors fix the mean's direction to
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class ScoringQueries:
+    @read_again_once
     async def access_stats(self, ids: list[UUID]) -> dict[UUID, tuple[int, datetime | None]]:
         """(access_count, last_accessed_at) of the memories that have any; the others were never
         returned by a recall."""
@@ -35,6 +38,7 @@ class ScoringQueries:
             )
             return {mid: (int(n), last) for mid, n, last in await cur.fetchall()}
 
+    @read_again_once
     async def category_centroids(
         self, pairs: list[tuple[str, str]], *, max_age_s: float = 0.0
     ) -> dict[tuple[str, str], np.ndarray]:
@@ -46,9 +50,8 @@ class ScoringQueries:
         category's mean moves little with one more memory). With the cache on, a miss also starts,
         in the background, the read of the project's other categories (for a project of at most
         ``PROJECT_CATEGORIES``): the next recalls in that project, which ask for other categories
-        of it, find them cached. At 100k memories the dozen categories of one recall took 3.3 ms,
-        most of stage 8, on most recalls of the latency benchmark; a whole project's take ~25 ms,
-        which no recall waits for."""
+        of it, find them cached. A recall's dozen categories were most of stage 8's time; a whole
+        project's take several times that, which no recall waits for."""
         cache = self._centroid_cache()
         now = time.monotonic()
         out: dict[tuple[str, str], np.ndarray] = {}

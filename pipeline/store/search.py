@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.rows import (
     ACCESS_COLUMNS,
     ACCESS_JOIN,
@@ -25,13 +26,13 @@ from memlane.pipeline.store.vectors import project_is
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
 # average memory length, and the tsquery that selects candidates.
 # - The tsquery ORs the lexemes: natural questions rarely have all their words in one memory, and
-#   AND semantics (plainto_tsquery) reaches R@5 0.095 against 0.524 for OR on the LoCoMo
-#   development set (shared/docs/EVAL.md).
+#   AND semantics (plainto_tsquery) finds about a fifth of OR's R@5 on the LoCoMo development set
+#   (shared/docs/EVAL.md).
 # - It leaves out lexemes that more than a share (recall.keyword_common_df) of the project's
 #   memories contain, always keeping the rarest: they would make nearly every memory a candidate,
-#   so the keyword arm would score the whole project (246 ms at 60k memories). They still count in the score of the
-#   memories the other lexemes select. On the development set, leaving out lexemes over 5% changes
-#   R@5 by -0.001 and R@20 by +0.003.
+#   so the keyword arm would score the whole project. They still count in the score of the memories
+#   the other lexemes select. Leaving out lexemes over 5% barely moves R@5 and R@20 on the
+#   development set.
 # - Lexemes are quoted (backslashes dropped, quotes doubled) so none is read as an operator.
 QUERY_CTES = r"""
 qlex AS (
@@ -61,8 +62,8 @@ qidf AS (
 
 # The same ``qidf`` from values a statement of the same recall already computed (``QueryTerms``): the
 # keyword arm's statement reads them with its candidates, and the statements after the embedding
-# (the union's scoring, the graph arm's new hits) take them as parameters. Measured at 100,000
-# memories on the union's scoring statement: planning 0.46 -> 0.29 ms, execution 2.4 -> 1.3 ms.
+# (the union's scoring, the graph arm's new hits) take them as parameters, which about halves the
+# planning and the execution of the union's scoring statement.
 QIDF_GIVEN = (
     "qidf AS (SELECT %(q_lexemes)s::text[] AS lexemes, %(q_idfs)s::float8[] AS idfs,"
     " %(q_avgdl)s::float8 AS avgdl, %(q_tq)s::tsquery AS tq)"
@@ -91,13 +92,13 @@ class QueryTerms:
 # Okapi BM25 of memory ``m`` for the query in ``qidf`` (k1 = 0.9, b = 0.4, Anserini's defaults; the
 # document length is its number of distinct lexemes, as in memlane_projects.lexemes). The same sum as
 # migration 0002's memlane_bm25 function, written inline as a scalar subquery: PostgreSQL cannot
-# inline a SQL function with a FROM clause, and calling one per row cost 15 us against 2-4 us for
-# this form (the keyword arm scores every memory its tsquery selects: ~2,000 for a question of
-# common words in a 14k-memory project). The memory's lexemes are first cut down to the query's
+# inline a SQL function with a FROM clause, and calling one per row cost several times this form
+# (the keyword arm scores every memory its tsquery selects: thousands for a question of common
+# words). The memory's lexemes are first cut down to the query's
 # (setweight marks them, ts_filter keeps the marked), so the subquery reads a few entries instead of
 # the whole memory; each entry's idf is looked up by its position in the query's sorted lexemes
-# rather than by a join (a join made the planner build a hash table per row: keyword arm p50 at
-# 100k memories 10.7 ms against 6.6, and 16 us a row instead of ~5 scoring the union).
+# rather than by a join (a join made the planner build a hash table per row, about three times the
+# cost of the row's score).
 BM25_K1, BM25_B = 0.9, 0.4
 BM25 = (
     f"(SELECT coalesce(sum(qidf.idfs[array_position(qidf.lexemes, u.lexeme)] * tf.n * {BM25_K1 + 1}::float8"
@@ -117,8 +118,8 @@ class SqlArm:
     score: str
     needs_embedding: bool
     # Its candidate query reads the question's lexemes (QUERY_CTES). The vector arm's does not, and
-    # its statement is kept free of them: measured 1-3 ms faster at 100k memories even though
-    # PostgreSQL never runs an unreferenced CTE.
+    # its statement is kept free of them: it runs faster so, even though PostgreSQL never runs an
+    # unreferenced CTE.
     reads_lexemes: bool
 
 
@@ -186,6 +187,7 @@ class SearchQueries:
             params["fact_types"] = list(fact_types)
         return " AND ".join(filters), params
 
+    @read_again_once
     async def candidates(
         self,
         arm: str,
@@ -235,6 +237,7 @@ class SearchQueries:
             )
         return list(ids or ()), [float(x) for x in scores or ()] if spec.reads_lexemes else None, terms
 
+    @read_again_once
     async def search(
         self,
         *,

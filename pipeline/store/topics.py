@@ -10,6 +10,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
+from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.vectors import project_is
 
 
@@ -48,6 +49,7 @@ def add_to_sums(sums: dict[tuple[str, str], list], project: str, vec, topics) ->
 class TopicQueries:
     """Needs ``_connection()`` (Store)."""
 
+    @read_again_once
     async def auto_topics(self, project: str) -> list[tuple[str, Any, int, list[str]]]:
         """A project's automatic topics: (name, centroid sum, members, key terms)."""
         async with self._connection() as conn:

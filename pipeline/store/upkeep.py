@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -210,3 +211,21 @@ class UpkeepQueries:
             )
             await conn.execute("DELETE FROM memories WHERE id = ANY(%s)", ([m.id for m in gone],))
         return {"id": str(survivor), "merged": [str(m.id) for m in gone]}
+
+    # -- vacuum ---------------------------------------------------------------------------------
+
+    async def maintenance_tables(self) -> list[str]:
+        """memlane's own tables in the current schema (what ``maintain`` vacuums)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND (tablename IN ('memories', 'category_summaries') OR tablename LIKE 'memlane%%'"
+                " OR tablename LIKE 'memory%%')"
+                " ORDER BY tablename"
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def vacuum_analyse(self, table: str) -> None:
+        """VACUUM (ANALYZE) one table (pool connections are in autocommit mode, as VACUUM needs)."""
+        async with self._connection() as conn:
+            await conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))

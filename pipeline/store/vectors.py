@@ -1,11 +1,11 @@
 """One HNSW index and one full-text (GIN) index per project: every search names one project.
 
 A single HNSW index over every project made each search filter its way through the others' vectors:
-pgvector's iterative scan visits about ``ef_search / share`` nodes, so a search in a project holding
-5% of the store cost 2-3x one in a project holding a quarter (1.9-2.3 ms against 0.7 ms at 100,000
-memories here), and every remember pays one per new memory (its ``relates_to`` links). A partial index
-per project (``WHERE project = '...'``) holds that project's vectors only: 0.4-0.5 ms whatever the
-project's share, and its top 5 matched the exact ones better (0.99-1.00 against 0.97).
+pgvector's iterative scan visits about ``ef_search / share`` nodes, so a search in a small project
+cost several times one in a large project, and every remember pays one per new memory (its
+``relates_to`` links). A partial index per project (``WHERE project = '...'``) holds that project's
+vectors only: a search costs the same whatever the project's share, and its top 5 matched the exact
+ones better.
 
 A project gets its index once it holds ``PROJECT_INDEX_MIN`` memories (``Store.insert`` creates it
 before the write that finds it there); a smaller one is searched exactly (PostgreSQL reads it through
@@ -13,14 +13,13 @@ the project's b-tree and sorts, ``nearest_many`` in numpy), which costs about wh
 at that size and keeps the number of indexes on ``memories`` to the projects that need one.
 
 ``m = 8, ef_construction = 32`` (pgvector's defaults: 16, 64): a new memory's insertion into the
-index took 1.0-1.7 ms with the defaults and 0.5 ms with these; the top 50 of a recall-side search
-(``ef_search`` 100) matched the exact top 50 as often (0.971 against 0.973 at 100,000 memories).
+index costs about half as much, and the top 50 of a recall-side search (``ef_search`` 100) matched
+the exact top 50 as often.
 
 The project's full-text index serves the keyword arm the same way. With one GIN index over every
 project, the arm's candidates were the index's matches ANDed with a bitmap of the project's rows from
-its b-tree: at 100,000 memories that bitmap alone (19,000 rows) took 1.4 ms and the global posting
-lists another 1.4 ms, of a 9.7 ms keyword query; against the project's own index, 0.15 ms for both
-(5.9 ms in all). The keyword arm runs while the question is embedded, on the same two cores, so what
+its b-tree, and that bitmap and the global posting lists were over a quarter of a keyword query; the
+project's own index needs neither. The keyword arm runs while the question is embedded, on the same two cores, so what
 it saves also comes off the embedding. A project below ``PROJECT_INDEX_MIN`` is read through its
 b-tree and its few rows checked one by one. Migration 0009 gave the indexed projects theirs and
 dropped the index over every project; ``memlane reembed`` drops and recreates only the vector ones.

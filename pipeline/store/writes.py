@@ -1,0 +1,284 @@
+"""Writes of memories: insert a batch, update, delete, count accesses, set vectors. Each call is one
+transaction, so a write whose connection dies is stored whole or not at all."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.connection import count_again_once
+from memlane.pipeline.store.graph import LinkPlanner, unlink_content, write_links
+from memlane.pipeline.store.rows import MEMORY_COLUMNS, StoredRow, row_to_memory
+from memlane.pipeline.store.topics import add_to_sums, upsert_topic_sums
+from memlane.pipeline.validate import content_hash
+
+# pg_advisory_xact_lock(class, hashtext(project)): the writes of one project take turns (see _serialise_writes).
+WRITE_LOCK_CLASS = 0x6D6C77
+
+
+class Writes:
+    """Mixed into Store; needs ``_connection()``, ``_check_model`` (model.py), ``index_projects``
+    (vectors.py) and ``get``/``_one`` (reads.py)."""
+
+    async def insert(
+        self, rows: list[StoredRow], *, model_id: str | None = None, links: LinkPlanner | None = None
+    ) -> list[tuple[UUID, bool]]:
+        """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
+        memory (same project, content and occurred_at) is not stored twice: its existing id comes
+        back with created=False. One statement per batch also keeps the BM25 statistics triggers
+        deadlock-free (see migration 0002). ``model_id``: the model that made the vectors; refused
+        if the store's recorded model is another one (``memlane reembed`` ran meanwhile). ``links``:
+        asked, once the ids are known, which entities and links the created rows get (graph.py)."""
+        if not rows:
+            return []
+        await self.index_projects({r.project for r in rows})
+        async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, [r.project for r in rows])
+            if model_id is not None:
+                await self._check_model(conn, model_id)
+            ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
+            pending = rows
+            # A duplicate's row can be deleted between the INSERT that skipped it and the SELECT
+            # that looks it up; the rows left without an id are inserted again (a rare second
+            # statement in the transaction). Three rounds need two such deletions in a row.
+            for _ in range(3):
+                created = await self._insert_rows(conn, pending)
+                ids.update({k: (i, True) for k, i in created.items() if k not in ids})
+                missing = {(r.project, r.content_hash) for r in pending} - ids.keys()
+                if missing:
+                    ids.update({k: (i, False) for k, i in (await self._ids_of(conn, missing)).items()})
+                pending = [r for r in pending if (r.project, r.content_hash) not in ids]
+                if not pending:
+                    break
+            else:
+                raise StoreError("memories were deleted while this batch was being stored; retry")
+            if any(r.auto_topics for r in rows):
+                await self._add_to_topics(conn, rows, ids)
+            out: list[tuple[UUID, bool]] = []
+            seen: set[tuple[str, str]] = set()
+            for r in rows:
+                key = (r.project, r.content_hash)
+                mid, created = ids[key]
+                out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
+                seen.add(key)
+            if links is not None:  # the graph, in the same transaction: stored whole or not at all
+                plan = links.after_insert(rows, out)
+                await write_links(conn, plan.items, plan.settings, plan.chain)
+        return out
+
+    @staticmethod
+    async def _insert_rows(
+        conn: psycopg.AsyncConnection, rows: list[StoredRow]
+    ) -> dict[tuple[str, str], UUID]:
+        cols = list(
+            zip(
+                *(
+                    (
+                        r.project,
+                        r.content,
+                        r.content_hash,
+                        np.asarray(r.embedding, dtype=np.float32),
+                        r.category,
+                        Jsonb(list(r.tags)),
+                        Jsonb(r.metadata),
+                        r.pinned,
+                        r.priority,
+                        r.occurred_at,
+                        r.expires_at,
+                        r.source,
+                        r.position,
+                        Jsonb(list(r.topics)) if r.topics is not None else None,
+                        r.fact_type,
+                    )
+                    for r in rows
+                ),
+                strict=True,
+            )
+        )
+        # %b: a list of vectors goes in pgvector's binary format. psycopg sends a list in text by
+        # default, and printing a batch's floats as decimals cost about 50 times the binary form
+        # (the same holds for the other vector[] parameters: nearest_many, the topic sums).
+        sql = (
+            "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
+            " pinned, priority, occurred_at, expires_at, source, position, topics, fact_type)"
+            " SELECT r.project, r.content, r.content_hash, r.embedding, r.category,"
+            " ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.metadata, r.pinned, r.priority,"
+            " r.occurred_at, r.expires_at, r.source, r.position,"
+            " CASE WHEN r.topics IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text(r.topics)) END,"
+            " r.fact_type"
+            " FROM unnest(%s::text[], %s::text[], %s::text[], %b::vector[], %s::text[], %s::jsonb[], %s::jsonb[],"
+            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int4[],"
+            " %s::jsonb[], %s::text[]) WITH ORDINALITY"
+            " AS r(project, content, content_hash, embedding, category, tags, metadata, pinned, priority,"
+            " occurred_at, expires_at, source, position, topics, fact_type, ord)"
+            " ORDER BY r.ord"
+            " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
+        )
+        cur = await conn.execute(sql, [list(c) for c in cols])
+        return {(p, h): i for i, p, h in await cur.fetchall()}
+
+    @staticmethod
+    async def _add_to_topics(
+        conn: psycopg.AsyncConnection, rows: list[StoredRow], ids: dict[tuple[str, str], tuple[UUID, bool]]
+    ) -> None:
+        """Add the embeddings of the rows this batch created (not its duplicates) to the centroids
+        of the automatic topics they joined, creating the new ones: one UPSERT."""
+        sums: dict[tuple[str, str], list] = {}
+        seen: set[tuple[str, str]] = set()
+        for r in rows:
+            key = (r.project, r.content_hash)
+            if ids[key][1] and key not in seen and r.auto_topics:
+                seen.add(key)
+                add_to_sums(sums, r.project, r.embedding, r.auto_topics)
+        await upsert_topic_sums(conn, sums)
+
+    @staticmethod
+    async def _ids_of(
+        conn: psycopg.AsyncConnection, keys: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], UUID]:
+        cur = await conn.execute(
+            "SELECT id, project, content_hash FROM memories"
+            " WHERE (project, content_hash) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([k[0] for k in keys], [k[1] for k in keys]),
+        )
+        return {(p, h): i for i, p, h in await cur.fetchall()}
+
+    @staticmethod
+    async def _serialise_writes(conn: psycopg.AsyncConnection, projects: list[str]) -> None:
+        """Writes of one project take turns from their first statement. They take turns anyway on
+        the project's BM25 statistics row (the triggers of migration 0002), but only after their
+        UPDATE has locked the memory row; a write that then links to another memory (the graph's
+        foreign keys take a share lock on it) could wait for a writer that waits for the statistics
+        row: a deadlock. Transaction-scoped advisory locks, in name order."""
+        for project in sorted(set(projects)):
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK_CLASS, project))
+
+    UPDATABLE = frozenset(
+        {
+            "content",
+            "category",
+            "tags",
+            "pinned",
+            "priority",
+            "occurred_at",
+            "expires_at",
+            "metadata",
+            "embedding",
+            "topics",
+            "fact_type",
+        }
+    )
+
+    async def update(
+        self,
+        memory_id: UUID,
+        fields: dict[str, Any],
+        *,
+        model_id: str | None = None,
+        links: LinkPlanner | None = None,
+    ) -> Memory:
+        """Set some columns of one memory in one transaction. New content or occurred_at gets a new
+        content hash computed from the row as locked here, so a concurrent update of the other field
+        cannot leave a stale hash."""
+        unknown = set(fields) - self.UPDATABLE
+        if unknown:
+            raise ValueError(f"Store.update cannot set {sorted(unknown)}")
+        if not fields:
+            return await self.get(memory_id)
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT project FROM memories WHERE id = %s", (memory_id,))
+            found = await cur.fetchone()
+            if found is not None:
+                await self._serialise_writes(conn, [found[0]])
+            if "embedding" in fields and model_id is not None:
+                await self._check_model(conn, model_id)
+            fields = dict(fields)
+            if "content" in fields or "occurred_at" in fields:
+                cur = await conn.execute(
+                    "SELECT content, occurred_at FROM memories WHERE id = %s FOR NO KEY UPDATE", (memory_id,)
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFound(f"no memory has id {memory_id}")
+                fields["content_hash"] = content_hash(
+                    fields.get("content", row[0]), fields.get("occurred_at", row[1])
+                )
+            sets, params = [], []
+            for k, v in fields.items():
+                if k == "embedding":
+                    v = np.asarray(v, dtype=np.float32)
+                elif k == "metadata":
+                    v = Jsonb(v)
+                elif k in ("tags", "topics"):
+                    v = list(v)
+                sets.append(f"{k} = %s")
+                params.append(v)
+            sql = (
+                f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s"
+                f" RETURNING {MEMORY_COLUMNS}"
+            )
+            try:
+                cur = await conn.cursor(row_factory=dict_row).execute(sql, (*params, memory_id))
+            except psycopg.errors.UniqueViolation as e:
+                raise InvalidInput(
+                    "an identical memory (same project, content and occurred_at) already exists"
+                ) from e
+            row = await cur.fetchone()
+            if row is not None and links is not None and ("content" in fields or "occurred_at" in fields):
+                # New content or date: its entities, relates_to and same_time links are made again.
+                await unlink_content(conn, memory_id)
+                plan = links.after_update(memory_id, row["project"], row["content"])
+                await write_links(conn, plan.items, plan.settings, plan.chain)
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
+
+    async def delete(self, memory_id: UUID) -> Memory:
+        return await self._one(f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,))
+
+    async def delete_projects(self, projects: list[str]) -> int:
+        """Delete every memory of these projects (their statistics go with them); returns the count."""
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
+            # Their automatic topics and category summaries go too (migration 0007).
+            await conn.execute("DELETE FROM memlane_topics WHERE project = ANY(%s)", (projects,))
+            await conn.execute("DELETE FROM category_summaries WHERE project = ANY(%s)", (projects,))
+            # Their mentions and links went with the memories (ON DELETE CASCADE); the entities too.
+            await conn.execute("DELETE FROM memlane_entities WHERE project = ANY(%s)", (projects,))
+            return cur.rowcount
+
+    @count_again_once
+    async def touch(self, ids: list[UUID]) -> None:
+        """Count an access for memories a recall returned (for later scoring adjustments). Kept in
+        its own table (migration 0003): an UPDATE of ``memories`` on every recall would write the
+        rows the keyword index and the BM25 statistics trigger read. Upserts in id order, so two
+        recalls touching the same memories take their locks in one order."""
+        if not ids:
+            return
+        async with self._connection() as conn:
+            await conn.execute(
+                "INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)"
+                " SELECT m.id, 1, now() FROM memories m WHERE m.id = ANY(%s) ORDER BY m.id"
+                " ON CONFLICT (memory_id) DO UPDATE"
+                " SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at",
+                (list(ids),),
+            )
+
+    async def set_embeddings(
+        self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | None = None
+    ) -> None:
+        async with self._connection() as conn, conn.transaction():
+            if model_id is not None:
+                await self._check_model(conn, model_id)
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "UPDATE memories SET embedding = %s WHERE id = %s",
+                    [(np.asarray(v, dtype=np.float32), i) for i, v in pairs],
+                )
