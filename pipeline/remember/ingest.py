@@ -6,7 +6,7 @@
    remember of a turn would store it, so recall's keyword arm matches names.
 2. validate every piece through ``MemoryInput.parse`` (the same checks, and the same redaction, as
    ``remember``); nothing is written if one is invalid.
-3. filter (``filter.judge``): acknowledgements, too short, low information.
+3. filter (``content_filter.judge``): acknowledgements, too short, low information.
 4. novelty: the kept pieces are embedded in batches; one nearest-neighbour statement per batch finds
    the closest unexpired memory of the project, and earlier pieces of the same input count too. A
    piece at or above ``filter.novelty_threshold`` is a ``duplicate`` of what it matched.
@@ -35,13 +35,12 @@ from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding.embedders import embed_texts
-from memlane.pipeline.remember import chunking, content_filter
-from memlane.pipeline.remember import pipeline as remember_path
+from memlane.pipeline.remember import chunking, content_filter, pipeline
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from memlane.pipeline.engine import Engine
+    from memlane.pipeline.remember.context import WriteContext
 
 KINDS = ("conversation", "document")
 EMBED_BATCH = 64
@@ -58,7 +57,7 @@ class Piece:
     duplicate_of: UUID | None = None
     similarity: float | None = None
     reason: str | None = None
-    rule: str | None = None  # filtered: the check that dropped it (filter.Verdict.rule, or "empty")
+    rule: str | None = None  # filtered: the check that dropped it (content_filter.Verdict.rule, or "empty")
     match_position: int | None = (
         None  # duplicate of an earlier piece of this input (id known after the insert)
     )
@@ -146,7 +145,7 @@ def _body_of(content: str, speaker_body: str, original: str) -> str:
 
 
 async def ingest(
-    engine: Engine,
+    ctx: WriteContext,
     text: Any,
     *,
     kind: Any = "conversation",
@@ -158,7 +157,7 @@ async def ingest(
     progress=None,
     principal: Principal | None = None,
 ) -> IngestResult:
-    cfg = engine.config
+    cfg = ctx.config
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(
             "text is empty: give a conversation ('Speaker: text' lines, or a JSON list of "
@@ -180,7 +179,7 @@ async def ingest(
     access.check(principal, probe.project)
     result = IngestResult(project=probe.project, source=probe.source, kind=kind)
 
-    raw = await asyncio.to_thread(split, text, kind, cfg, engine.embedder.embed_batch)
+    raw = await asyncio.to_thread(split, text, kind, cfg, ctx.embedder.embed_batch)
     if len(raw) > cfg.ingest.max_pieces:
         raise InvalidInput(
             f"text splits into {len(raw)} pieces; ingest takes at most {cfg.ingest.max_pieces} "
@@ -214,11 +213,9 @@ async def ingest(
     done = 0
     for start in range(0, len(kept), EMBED_BATCH):
         batch = kept[start : start + EMBED_BATCH]
-        vecs = await embed_texts(
-            engine.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s
-        )
+        vecs = await embed_texts(ctx.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s)
         # Enough neighbours for the relates_to links too: store_inputs reuses them.
-        nearest = await engine.store.nearest_many(result.project, vecs, max(1, cfg.graph.relates_to_k))
+        nearest = await ctx.store.nearest_many(result.project, vecs, max(1, cfg.graph.relates_to_k))
         for (piece, item), vec, near in zip(batch, vecs, nearest, strict=True):
             arr = np.asarray(vec, dtype=np.float32)
             best_id, best_sim, best_piece = None, -1.0, None
@@ -245,18 +242,13 @@ async def ingest(
 
     if to_store:
         # The same write path as remember (topics, fact types, graph links), with the vectors above.
-        stored = await remember_path.store_inputs(
-            engine.store,
-            engine.embedder,
-            [m for _, m, _, _ in to_store],
-            engine.topics,
-            timeout_s=cfg.embedding.embed_timeout_s,
+        inputs = [m for _, m, _, _ in to_store]
+        stored = await pipeline.store_inputs(
+            ctx,
+            inputs,
             vectors=[vec for _, _, vec, _ in to_store],
             found=[near for _, _, _, near in to_store],
-            links=remember_path.link_plan(
-                cfg.graph, [m for _, m, _, _ in to_store], chain=False, embedder=engine.embedder
-            ),
-            topics_llm=engine.topics_llm(),
+            links=pipeline.link_plan(cfg.graph, inputs, chain=False, embedder=ctx.embedder),
         )
         ids = [(r.id, r.status == "created") for r in stored]
         for (piece, _, _, _), (mid, created) in zip(to_store, ids, strict=True):
