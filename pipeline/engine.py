@@ -14,7 +14,7 @@ from typing import Any
 
 import platformdirs
 
-from memlane.pipeline import access
+from memlane.pipeline import access, maintain
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import LLM_STAGES, EngineConfig
@@ -396,20 +396,7 @@ class Engine:
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a
         vector are embedded, so an interrupted run continues where it stopped)."""
-        recorded = await self.store.get_setting("embedding_model")
-        recorded_dim = await self.store.get_setting("embedding_dim")
-        if recorded != self.embedder.model_id or recorded_dim != str(self.embedder.dim):
-            await self.store.switch_model(self.embedder.model_id, self.embedder.dim)
-        done = 0
-        async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
-            vectors = await asyncio.to_thread(self.embedder.embed_passages, [m.content for m in batch])
-            await self.store.set_embeddings(
-                [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=self.embedder.model_id
-            )
-            done += len(batch)
-            if progress:
-                progress(len(batch))
-        return done
+        return await maintain.reembed(self.write_context(), batch_size, progress)
 
     async def stats(self, *, principal: Principal | None = None) -> dict[str, Any]:
         """Counts over the projects ``principal`` may see (all of them for the local user)."""

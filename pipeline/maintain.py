@@ -8,10 +8,14 @@ refused with a clear message instead of waiting.
 Adding a task is one function plus one line in ``TASKS``: ``run(ctx)`` does the work with
 ``ctx.write`` (the write path's context: store, configuration, models) or, with ``ctx.dry_run``,
 only counts what it would do, and returns a summary dict for the report.
+
+``reembed`` (``memlane reembed``) is upkeep too, but no task: it moves the store to another
+embedding model, so it runs when the model changes, not on a schedule.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -273,6 +277,26 @@ TASKS: dict[str, Task] = {
         Task("vacuum", "VACUUM (ANALYZE) memlane's tables: planner statistics and dead rows", _analyse),
     )
 }
+
+
+async def reembed(ctx: WriteContext, batch_size: int = 256, progress=None) -> int:
+    """Give every memory a vector from the configured model; resumable (only memories without a
+    vector are embedded, so an interrupted run continues where it stopped)."""
+    store, embedder = ctx.store, ctx.embedder
+    recorded = await store.get_setting("embedding_model")
+    recorded_dim = await store.get_setting("embedding_dim")
+    if recorded != embedder.model_id or recorded_dim != str(embedder.dim):
+        await store.switch_model(embedder.model_id, embedder.dim)
+    done = 0
+    async for batch in store.iter_memories(batch=batch_size, missing_embedding=True):
+        vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in batch])
+        await store.set_embeddings(
+            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=embedder.model_id
+        )
+        done += len(batch)
+        if progress:
+            progress(len(batch))
+    return done
 
 
 def resolve(selected: list[str] | None) -> list[Task]:
