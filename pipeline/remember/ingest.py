@@ -185,6 +185,22 @@ async def ingest(
             f"text splits into {len(raw)} pieces; ingest takes at most {cfg.ingest.max_pieces} "
             "(ingest.max_pieces): split it into several ingest calls"
         )
+    kept = _parse_and_filter(cfg, result, raw, common)
+    to_store = await _novelty(ctx, result.project, kept, progress)
+    if to_store:
+        await _store(ctx, to_store)
+    by_position = {p.position: p for p in result.pieces}
+    for p in result.pieces:
+        if p.match_position is not None:
+            target = by_position[p.match_position]
+            p.duplicate_of = target.id or target.duplicate_of
+    return result
+
+
+def _parse_and_filter(
+    cfg, result: IngestResult, raw: list[tuple[str, str, int | None]], common: dict[str, Any]
+) -> list[tuple[Piece, MemoryInput]]:
+    """Parse (secrets redacted) and filter every piece, appended to ``result``; the kept ones, parsed."""
     kept: list[tuple[Piece, MemoryInput]] = []
     for pos, (content, body, turn) in enumerate(raw):
         piece = Piece(position=pos, content=content, turn=turn)
@@ -204,8 +220,16 @@ async def ingest(
             piece.reason, piece.rule = verdict.reason, verdict.rule
             continue
         kept.append((piece, item))
+    return kept
 
-    # Novelty: embed in batches, one nearest-neighbour statement per batch, earlier pieces too.
+
+async def _novelty(
+    ctx: WriteContext, project: str, kept: list[tuple[Piece, MemoryInput]], progress
+) -> list[tuple[Piece, MemoryInput, list[float], list]]:
+    """Embed and novelty: in batches, one nearest-neighbour statement per batch, earlier pieces too;
+    a piece at or above the threshold is marked a duplicate, the others come back to be stored
+    with their vectors and neighbours."""
+    cfg = ctx.config
     threshold = cfg.filter.novelty_threshold
     to_store: list[tuple[Piece, MemoryInput, list[float], list]] = []
     stored_vecs: list[np.ndarray] = []
@@ -215,7 +239,7 @@ async def ingest(
         batch = kept[start : start + EMBED_BATCH]
         vecs = await embed_texts(ctx.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s)
         # Enough neighbours for the relates_to links too: store_inputs reuses them.
-        nearest = await ctx.store.nearest_many(result.project, vecs, max(1, cfg.graph.relates_to_k))
+        nearest = await ctx.store.nearest_many(project, vecs, max(1, cfg.graph.relates_to_k))
         for (piece, item), vec, near in zip(batch, vecs, nearest, strict=True):
             arr = np.asarray(vec, dtype=np.float32)
             best_id, best_sim, best_piece = None, -1.0, None
@@ -239,26 +263,22 @@ async def ingest(
         done += len(batch)
         if progress is not None:
             progress(done, len(kept))
+    return to_store
 
-    if to_store:
-        # The same write path as remember (topics, fact types, graph links), with the vectors above.
-        inputs = [m for _, m, _, _ in to_store]
-        stored = await pipeline.store_inputs(
-            ctx,
-            inputs,
-            vectors=[vec for _, _, vec, _ in to_store],
-            found=[near for _, _, _, near in to_store],
-            links=pipeline.link_plan(cfg.graph, inputs, chain=False, embedder=ctx.embedder),
-        )
-        ids = [(r.id, r.status == "created") for r in stored]
-        for (piece, _, _, _), (mid, created) in zip(to_store, ids, strict=True):
-            if created:
-                piece.status, piece.id = "stored", mid
-            else:  # the same content at the same time is already stored
-                piece.status, piece.duplicate_of, piece.similarity = "duplicate", mid, 1.0
-    by_position = {p.position: p for p in result.pieces}
-    for p in result.pieces:
-        if p.match_position is not None:
-            target = by_position[p.match_position]
-            p.duplicate_of = target.id or target.duplicate_of
-    return result
+
+async def _store(ctx: WriteContext, to_store: list[tuple[Piece, MemoryInput, list[float], list]]) -> None:
+    """Topics, insert and links, as for remember (``pipeline.store_inputs``), with the vectors and
+    neighbours found already; each piece learns its id, or that it was already stored."""
+    inputs = [m for _, m, _, _ in to_store]
+    stored = await pipeline.store_inputs(
+        ctx,
+        inputs,
+        vectors=[vec for _, _, vec, _ in to_store],
+        found=[near for _, _, _, near in to_store],
+        links=pipeline.link_plan(ctx.config.graph, inputs, chain=False, embedder=ctx.embedder),
+    )
+    for (piece, _, _, _), r in zip(to_store, stored, strict=True):
+        if r.status == "created":
+            piece.status, piece.id = "stored", r.id
+        else:  # the same content at the same time is already stored
+            piece.status, piece.duplicate_of, piece.similarity = "duplicate", r.id, 1.0
