@@ -2,21 +2,22 @@
 
 | # | step | module | what it does |
 |---|------|--------|--------------|
-| 1 | parse | inputs.py | every item validated into a ``MemoryInput``; nothing is written unless all are valid |
-| 2 | secrets | secrets.py | likely secrets redacted (or refused) inside parse, per ``[remember] secrets`` |
-| 3 | filter | content_filter.py | remember refuses a bare acknowledgement; ingest drops low-information pieces |
-| 4 | embed | providers/embedding | one batch off the event loop, bounded by ``embedding.embed_timeout_s`` |
-| 5 | novelty | here, ingest.py | each memory's nearest stored ones: reported as ``similar`` (ingest: a duplicate) |
-| 6 | topics | topics.py, topics_llm.py, facttypes.py | topics and fact type; the first topic is the category |
-| 7 | insert and links | here, store (``Store.insert``) | one transaction: the rows, their entities and graph links |
+| 1 | parse | inputs.py | each item validated into a ``MemoryInput``; none written unless all are |
+| 2 | secrets | secrets.py | likely secrets redacted (or refused) inside parse, ``[remember] secrets`` |
+| 3 | filter | content_filter.py | a bare acknowledgement refused; ingest: low-information dropped |
+| 4 | embed | providers/embedding | one batch off the event loop, within ``embed_timeout_s`` |
+| 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
+| 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
+| 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
 | 8 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
 
-Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember`` runs
-them all for a caller's memories (step 3 for a single explicit memory only: a batch is an import).
-``ingest`` (ingest.py) splits a conversation or a document into pieces, runs steps 1-5 itself (its
-novelty drops a piece that repeats a stored memory) and hands the rest to ``store_inputs`` with their
-vectors and neighbours; it does not enrich. ``update`` runs steps 4, 6 and 7 again for new content.
-Step 8 is the only one that may fail without failing the write: the memories are stored by then.
+Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember``
+runs them all for a caller's memories (step 3 for one explicit memory only: a batch is an import or
+a bulk load). ``ingest`` (ingest.py) splits a conversation or a document into pieces, runs steps 1-5
+itself (its novelty drops a piece that repeats a stored memory) and hands the rest to
+``store_inputs`` with their vectors and neighbours; it does not enrich. ``update`` runs steps 4, 6
+and 7 again for new content. Step 8 is the only one that may fail without failing the write: the
+memories are stored by then.
 """
 
 from __future__ import annotations

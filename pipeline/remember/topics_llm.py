@@ -1,13 +1,12 @@
 """LLM topic names and fact types on the write path (optional, ``[llm.stages.topics]``).
 
-The offline assignment (pipeline/remember/topics.py, pipeline/remember/facttypes.py) always runs first. When an LLM
-serves the ``topics`` stage (``enabled = true``; off by default: it is one LLM call per remembered
-batch), the batch's memories are shown to the ``topics`` prompt, numbered and escaped inside
-``<memory>`` tags, up to ``BATCH`` memories a call (fewer when ``[llm] max_output_tokens`` is
-small: ``batch_size``) (calls for larger batches run side by side,
-bounded by ``[llm] max_concurrency``), with the project's automatic topic names and, with taxonomy
-``fixed`` or ``hybrid``, the fixed ones. For each memory it answers topic names and a fact type,
-which refine the offline assignment:
+The offline assignment (``topics.py``, ``facttypes.py``) always runs first. When an LLM serves the
+``topics`` stage (``enabled = true``; off by default: it is one LLM call per remembered batch), the
+batch's memories are shown to the ``topics`` prompt, numbered and escaped inside ``<memory>`` tags,
+up to ``BATCH`` memories a call (fewer when ``[llm] max_output_tokens`` is small: ``batch_size``;
+calls for larger batches run side by side, bounded by ``[llm] max_concurrency``), with the
+project's automatic topic names and, with taxonomy ``fixed`` or ``hybrid``, the fixed ones. For
+each memory it answers topic names and a fact type, which refine the offline assignment:
 
 - ``fact_type``: the LLM's, unless the caller gave one (the caller's always wins).
 - ``topics``: names are normalised (lower case, spaces collapsed, no control characters, at most
