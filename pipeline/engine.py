@@ -12,13 +12,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memlane.pipeline import access
+import platformdirs
+
+from memlane.pipeline import access, maintain
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import LLM_STAGES, EngineConfig
-from memlane.pipeline.errors import EmbeddingFailed, InvalidInput, StoreError
+from memlane.pipeline.errors import InvalidInput, StoreError
 from memlane.pipeline.llm.service import LLMService
-from memlane.pipeline.providers.embedding import BUILTIN_MODELS, embed_texts, is_explicit, make_embedder
+from memlane.pipeline.providers.embedding import BUILTIN_MODELS, is_explicit, make_embedder
 from memlane.pipeline.providers.embedding.base import Embedder
 from memlane.pipeline.providers.llm.base import LLM
 from memlane.pipeline.recall import pipeline as recall_pipeline
@@ -29,18 +31,19 @@ from memlane.pipeline.records import (
     RecallResult,
     Remembered,
 )
-from memlane.pipeline.remember import content_filter
-from memlane.pipeline.remember import ingest as ingest_path
-from memlane.pipeline.remember import pipeline as remember_path
-from memlane.pipeline.remember.facttypes import classify as classify_fact
+from memlane.pipeline.remember import ingest, topics_llm
+from memlane.pipeline.remember import pipeline as remember_pipeline
+from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.facttypes import fact_types_filter
 from memlane.pipeline.remember.ingest import IngestResult
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.remember.topics import Topics, topics_filter
+from memlane.pipeline.remember.topics_llm import TopicsLLM
 from memlane.pipeline.store import Store
 from memlane.pipeline.store.browse import BrowsePage, ProjectSummary
 from memlane.pipeline.store.embedded import EmbeddedPostgres, watch_postmaster
+from memlane.pipeline.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +52,6 @@ MODES = ("auto", "fast", "full")
 
 
 def default_data_dir() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("memlane", appauthor=False))
 
 
@@ -160,22 +161,28 @@ class Engine:
 
     def warm(self) -> None:
         """Load the embedding model and the tokenizer (blocking; call from a thread)."""
-        from memlane.pipeline.tokens import count_tokens
-
         self.embedder.load()
         count_tokens("warm")
 
     # -- tools ----------------------------------------------------------------------------------
 
+    def write_context(self) -> WriteContext:
+        """What the write steps use (pipeline/remember/context.py), as the engine has them now."""
+        return WriteContext(
+            config=self.config,
+            store=self.store,
+            embedder=self.embedder,
+            topics=self.topics,
+            llm=self.llm,
+            topics_llm=topics_llm.for_write(self.llm, self.topics, self.config.llm),
+        )
+
     async def remember(
         self, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
     ) -> Remembered:
         """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
-        content is an acknowledgement that ``filter.exclude_patterns`` names (``filter.py``)."""
-        [parsed] = remember_path.parse(self.config, [item])
-        content_filter.check_remember(parsed.content, self.config)
-        [out] = await self.remember_many([parsed], principal=principal)
-        return out
+        content is an acknowledgement that ``filter.exclude_patterns`` names (``content_filter.py``)."""
+        return await remember_pipeline.remember_one(self.write_context(), item, principal=principal)
 
     async def remember_many(
         self,
@@ -185,51 +192,21 @@ class Engine:
         chain: bool = True,
     ) -> list[Remembered]:
         """Validate every item, then embed and store them in one transaction, with their entities
-        and graph links. ``principal``: the caller (None: the local user), who must be allowed every
-        item's project. Each new memory comes back with the stored ones it closely resembles
-        (``similar``); it is stored all the same. ``chain``: a batch sharing a source (and giving no
-        positions) is one conversation, linked in order with ``next``; ``import`` passes False (a
-        file of unrelated memories that share a source such as "mcp")."""
-        inputs = remember_path.parse(self.config, items)
-        for m in inputs:
-            access.check(principal, m.project)
-        f = self.config.filter
-        plan = remember_path.link_plan(self.config.graph, inputs, chain=chain, embedder=self.embedder)
-        results = await remember_path.store_inputs(
-            self.store,
-            self.embedder,
-            inputs,
-            self.topics,
-            timeout_s=self.config.embedding.embed_timeout_s,
-            similar=(f.novelty_threshold, f.remember_similar_limit),
-            links=plan,
-            topics_llm=self.topics_llm(),
-        )
-        await self.enrich(results, inputs)
-        return results
+        and graph links (pipeline/remember/pipeline.py). ``principal``: the caller (None: the local
+        user), who must be allowed every item's project. Each new memory comes back with the stored
+        ones it closely resembles (``similar``); it is stored all the same. ``chain``: a batch sharing
+        a source (and giving no positions) is one conversation, linked in order with ``next``;
+        ``import`` passes False (a file of unrelated memories that share a source such as "mcp")."""
+        return await remember_pipeline.remember(self.write_context(), items, principal=principal, chain=chain)
 
-    def topics_llm(self):
+    def topics_llm(self) -> TopicsLLM | None:
         """The topics LLM stage for the write path (pipeline/remember/topics_llm.py), or None."""
-        from memlane.pipeline.remember import topics_llm
-
-        return topics_llm.for_engine(self)
+        return self.write_context().topics_llm
 
     async def enrich(self, results: list[Remembered], inputs: list[MemoryInput]) -> None:
         """The extract stage's entities and causes links, when an LLM serves it (after the store:
         the LLM's additions are extra, never a failed remember)."""
-        if self.llm is None:
-            return
-        from memlane.pipeline.remember import extract
-
-        created = [
-            (r.id, r.project, m.content)
-            for r, m in zip(results, inputs, strict=True)
-            if r.status == "created"
-        ]
-        try:
-            await extract.enrich(self, created)
-        except Exception as e:  # noqa: BLE001
-            log.warning("LLM extraction skipped: %s", type(e).__name__)
+        await remember_pipeline.enrich(self.write_context(), results, inputs)
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
         """The projects ``principal`` may see, for queries by id; None when it may see them all."""
@@ -252,8 +229,8 @@ class Engine:
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
         (``pipeline/remember/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
-        return await ingest_path.ingest(
-            self,
+        return await ingest.ingest(
+            self.write_context(),
             text,
             kind=kind,
             project=project,
@@ -410,41 +387,12 @@ class Engine:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
-        if "content" in fields:
-            try:
-                [fields["embedding"]] = await embed_texts(
-                    self.embedder, [fields["content"]], self.config.embedding.embed_timeout_s
-                )
-            except EmbeddingFailed as e:
-                raise EmbeddingFailed(f"{e}; the memory was not changed") from e
-            if self.topics.enabled:  # new words: topics and fact type again (among existing topics)
-                current = await self.store.get(mid)
-                fields["topics"] = await self.topics.reassign(
-                    self.store, current.project, fields["content"], fields["embedding"]
-                )
-                fields.setdefault("fact_type", classify_fact(fields["content"]))
-        plan = remember_path.LinkPlan(
-            settings=remember_path.link_settings(self.config.graph, self.embedder), entities=[]
-        )
-        return await self.store.update(mid, fields, model_id=self.embedder.model_id, links=plan)
+        return await remember_pipeline.update(self.write_context(), mid, fields)
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a
         vector are embedded, so an interrupted run continues where it stopped)."""
-        recorded = await self.store.get_setting("embedding_model")
-        recorded_dim = await self.store.get_setting("embedding_dim")
-        if recorded != self.embedder.model_id or recorded_dim != str(self.embedder.dim):
-            await self.store.switch_model(self.embedder.model_id, self.embedder.dim)
-        done = 0
-        async for batch in self.store.iter_memories(batch=batch_size, missing_embedding=True):
-            vectors = await asyncio.to_thread(self.embedder.embed_passages, [m.content for m in batch])
-            await self.store.set_embeddings(
-                [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=self.embedder.model_id
-            )
-            done += len(batch)
-            if progress:
-                progress(len(batch))
-        return done
+        return await maintain.reembed(self.write_context(), batch_size, progress)
 
     async def stats(self, *, principal: Principal | None = None) -> dict[str, Any]:
         """Counts over the projects ``principal`` may see (all of them for the local user)."""

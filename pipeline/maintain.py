@@ -5,25 +5,39 @@ run loses at most its current batch and the next run continues), reports progres
 servers run. Only one ``maintain`` runs per database at a time (an advisory lock); a second one is
 refused with a clear message instead of waiting.
 
-Adding a task is one function plus one line in ``TASKS``: ``run(engine, ctx)`` does the work (or,
-with ``ctx.dry_run``, only counts what it would do) and returns a summary dict for the report.
+Adding a task is one function plus one line in ``TASKS``: ``run(ctx)`` does the work with
+``ctx.write`` (the write path's context: store, configuration, models) or, with ``ctx.dry_run``,
+only counts what it would do, and returns a summary dict for the report.
+
+``reembed`` (``memlane reembed``) is upkeep too, but no task: it moves the store to another
+embedding model, so it runs when the model changes, not on a schedule.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from memlane.pipeline import validate as v
+from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import InvalidInput, StoreError
+from memlane.pipeline.remember import facttypes, summaries
+from memlane.pipeline.remember.context import WriteContext
+from memlane.pipeline.remember.pipeline import link_settings
+from memlane.pipeline.store.graph import LinkItem
 from memlane.pipeline.store.topics import add_to_sums
 
-if TYPE_CHECKING:
-    from memlane.pipeline.engine import Engine
+
+class WritesThrough(Protocol):
+    """What ``maintain`` needs of its caller (the Engine): a write context for the tasks."""
+
+    def write_context(self) -> WriteContext: ...
+
 
 # pg_try_advisory_lock key of a running ``memlane maintain`` (the migration lock is another key).
 MAINTAIN_LOCK_KEY = 0x6D6C6D61  # "mlma"
@@ -31,6 +45,7 @@ MAINTAIN_LOCK_KEY = 0x6D6C6D61  # "mlma"
 
 @dataclass(slots=True)
 class TaskContext:
+    write: WriteContext
     dry_run: bool = False
     # progress(task, done, total or None): called as work is done; total None when unknown.
     progress: Callable[[str, int, int | None], None] | None = None
@@ -41,7 +56,7 @@ class TaskContext:
             self.progress(self.task, done, total)
 
 
-TaskRunner = Callable[["Engine", TaskContext], Awaitable[dict[str, Any]]]
+TaskRunner = Callable[[TaskContext], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +76,15 @@ class TaskReport:
         return {"task": self.task, "ms": round(self.ms, 1), **self.summary}
 
 
-async def _analyse(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+async def _analyse(ctx: TaskContext) -> dict[str, Any]:
     """Refresh the planner's statistics and reclaim dead rows (VACUUM takes no lock that blocks
     reads or writes)."""
-    tables = await engine.store.maintenance_tables()
+    store = ctx.write.store
+    tables = await store.maintenance_tables()
     if ctx.dry_run:
         return {"would_vacuum": tables}
     for i, table in enumerate(tables, 1):
-        await engine.store.vacuum_analyse(table)
+        await store.vacuum_analyse(table)
         ctx.report(i, len(tables))
     return {"vacuumed": tables}
 
@@ -80,14 +96,15 @@ MERGE_CURSOR = "maintain.merge.cursor"  # memlane_settings key: where an interru
 PROVENANCE_CHARS = 500
 
 
-async def _purge(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+async def _purge(ctx: TaskContext) -> dict[str, Any]:
     """Delete memories past their ``expires_at`` (recall already ignores them), in batches."""
-    total = await engine.store.count_expired()
+    store = ctx.write.store
+    total = await store.count_expired()
     if ctx.dry_run:
         return {"would_purge": total}
     purged = 0
     while True:
-        n = await engine.store.purge_expired(PURGE_BATCH)
+        n = await store.purge_expired(PURGE_BATCH)
         purged += n
         ctx.report(purged, max(total, purged))
         if n < PURGE_BATCH:
@@ -114,13 +131,13 @@ def _provenance(rows) -> list[dict[str, Any]]:
     return out
 
 
-async def _merge(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+async def _merge(ctx: TaskContext) -> dict[str, Any]:
     """Merge near-duplicates (cosine >= filter.merge_threshold, same project) into the oldest: memories
     are visited oldest first, each absorbing its newer near-duplicates (not theirs in turn, so no
     chain of small differences adds up). One transaction per merge; a cursor in memlane_settings lets
     an interrupted run resume, and is cleared when a run completes."""
-    threshold = engine.config.filter.merge_threshold
-    store = engine.store
+    threshold = ctx.write.config.filter.merge_threshold
+    store = ctx.write.store
     total = await store.count_embedded()
     cursor = None if ctx.dry_run else await store.get_setting(MERGE_CURSOR)
     after = None
@@ -172,13 +189,12 @@ async def _merge(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
 BACKFILL_BATCH = 256
 
 
-async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+async def _summaries(ctx: TaskContext) -> dict[str, Any]:
     """Topics and fact types for memories stored before they existed (migration 0007), then every
     category summary with pending changes. Each batch and each summary is its own transaction, so
     an interrupted run continues where it stopped; a second run finds nothing to do."""
-    from memlane.pipeline.remember import facttypes, summaries
-
-    store, topics, cfg = engine.store, engine.topics, engine.config.summaries
+    w = ctx.write
+    store, topics, cfg = w.store, w.topics, w.config.summaries
     unassigned = await store.count_unassigned() if topics.enabled else 0
     stale = await store.stale_categories(None, 0.0)
     if ctx.dry_run:
@@ -208,7 +224,7 @@ async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
             raise
         ctx.report(assigned + skipped, unassigned)
     stale = await store.stale_categories(None, 0.0)  # the backfill may have filled categories
-    summarise = summaries.llm_summariser(engine)
+    summarise = summaries.llm_summariser(w.llm)
     for i, (project, category, pending) in enumerate(stale, 1):
         await summaries.refresh(store, project, category, cfg, pending, summarise=summarise)
         ctx.report(i, len(stale))
@@ -222,23 +238,19 @@ async def _summaries(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
 LINK_BATCH = 200
 
 
-async def _links(engine: Engine, ctx: TaskContext) -> dict[str, Any]:
+async def _links(ctx: TaskContext) -> dict[str, Any]:
     """Entities and graph links for memories that have none (stored before migration 0006, or after
     the graph tables were emptied), by the write path's own rules, in (created_at, id) order and
     batches of ``LINK_BATCH``, each its own transaction (resumable: a linked memory is marked);
     then entities no memory mentions any more are deleted."""
-    from memlane.pipeline.entities import extract
-    from memlane.pipeline.remember.pipeline import link_settings
-    from memlane.pipeline.store.graph import LinkItem
-
-    store = engine.store
+    store = ctx.write.store
     total = await store.count_unlinked()
     if ctx.dry_run:
         return {
             "would_link": total,
             "would_delete_orphan_entities": await store.delete_orphan_entities(dry_run=True),
         }
-    settings = link_settings(engine.config.graph, engine.embedder)
+    settings = link_settings(ctx.write.config.graph, ctx.write.embedder)
     done, counts, after = 0, {}, None
     ctx.report(0, total)
     while True:
@@ -271,6 +283,26 @@ TASKS: dict[str, Task] = {
 }
 
 
+async def reembed(ctx: WriteContext, batch_size: int = 256, progress=None) -> int:
+    """Give every memory a vector from the configured model; resumable (only memories without a
+    vector are embedded, so an interrupted run continues where it stopped)."""
+    store, embedder = ctx.store, ctx.embedder
+    recorded = await store.get_setting("embedding_model")
+    recorded_dim = await store.get_setting("embedding_dim")
+    if recorded != embedder.model_id or recorded_dim != str(embedder.dim):
+        await store.switch_model(embedder.model_id, embedder.dim)
+    done = 0
+    async for batch in store.iter_memories(batch=batch_size, missing_embedding=True):
+        vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in batch])
+        await store.set_embeddings(
+            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=embedder.model_id
+        )
+        done += len(batch)
+        if progress:
+            progress(len(batch))
+    return done
+
+
 def resolve(selected: list[str] | None) -> list[Task]:
     if not selected:
         return list(TASKS.values())
@@ -281,19 +313,22 @@ def resolve(selected: list[str] | None) -> list[Task]:
 
 
 async def maintain(
-    engine: Engine,
+    engine: WritesThrough,
     tasks: list[str] | None = None,
     *,
     dry_run: bool = False,
     progress: Callable[[str, int, int | None], None] | None = None,
 ) -> list[TaskReport]:
+    """Run ``tasks`` (default: all, in ``TASKS`` order) under the maintain lock; the engine gives
+    the tasks their write context and nothing else."""
     chosen = resolve(tasks)
-    async with engine.store.try_advisory_lock(MAINTAIN_LOCK_KEY) as got:
+    write = engine.write_context()
+    async with write.store.try_advisory_lock(MAINTAIN_LOCK_KEY) as got:
         if not got:
             raise StoreError("another `memlane maintain` is running on this database; wait for it to finish")
         reports = []
         for task in chosen:
             started = time.monotonic()
-            summary = await task.run(engine, TaskContext(dry_run=dry_run, progress=progress, task=task.name))
+            summary = await task.run(TaskContext(write, dry_run=dry_run, progress=progress, task=task.name))
             reports.append(TaskReport(task.name, (time.monotonic() - started) * 1000, summary))
         return reports

@@ -245,3 +245,15 @@ def parse_json(text: str) -> Any:
             except ValueError:
                 continue
     raise LLMError(f"malformed JSON: {text.strip()[:80]!r}")
+
+
+@dataclass(slots=True)
+class LLMBudget:
+    """What ``StageLLM.ask`` reads of its context, for a call outside a recall: the usage it adds
+    to, and its time bound (None: the provider's own timeout, there is no recall deadline)."""
+
+    usage: Usage = field(default_factory=Usage)
+    timeout_s: float | None = None
+
+    def remaining_s(self) -> float | None:
+        return self.timeout_s

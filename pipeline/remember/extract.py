@@ -1,41 +1,32 @@
 """LLM entity and relation extraction on the write path (optional).
 
 When an LLM serves the ``extract`` stage (``[llm.stages.extract] enabled = true``, off by default:
-it is one LLM call per new memory), each newly created memory is shown, with the earlier memories it ``relates_to``, to the
-``extract`` prompt; the entities it names (beyond what the offline extractor found) and the
-``causes`` links it reports are added in a second short transaction. The memory and its offline
-entities and links are already stored by then (one transaction, ``remember.store_inputs``): a
-failed or slow LLM call costs the extra entities and links only, and the call is logged, never
-raised. ``memlane maintain --task links`` rebuilds the offline part only.
+it is one LLM call per new memory), each newly created memory is shown, with the earlier memories
+it ``relates_to``, to the ``extract`` prompt; the entities it names (beyond what the offline
+extractor found) and the ``causes`` links it reports are added in a second short transaction. The
+memory and its offline entities and links are already stored by then (one transaction,
+``pipeline.store_inputs``): a failed or slow LLM call costs the extra entities and links only, and
+the call is logged, never raised. ``memlane maintain --task links`` rebuilds the offline part only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memlane.pipeline.entities import KINDS, Entity, normalise
-from memlane.pipeline.llm.service import Usage, parse_json
+from memlane.pipeline.llm.service import LLMBudget, parse_json
 from memlane.pipeline.providers.llm.base import LLMError
 from memlane.pipeline.store.graph import LinkItem
+
+if TYPE_CHECKING:
+    from memlane.pipeline.remember.context import WriteContext
 
 log = logging.getLogger(__name__)
 
 MAX_LLM_ENTITIES = 20
-
-
-@dataclass(slots=True)
-class _WriteContext:
-    """What ``StageLLM.ask`` needs from a context, for a call outside a recall."""
-
-    usage: Usage = field(default_factory=Usage)
-    timeout_s: float | None = None
-
-    def remaining_s(self) -> float | None:
-        return self.timeout_s
 
 
 def parse_reply(
@@ -63,22 +54,22 @@ def parse_reply(
     return entities[:MAX_LLM_ENTITIES], pairs
 
 
-async def enrich(engine, created: list[tuple[UUID, str, str]]) -> dict[str, Any]:
+async def enrich(ctx: WriteContext, created: list[tuple[UUID, str, str]]) -> dict[str, Any]:
     """Ask the ``extract`` stage about each (id, project, content); add what it reports."""
-    if engine.llm is None or not created:
+    if ctx.llm is None or not created:
         return {"status": "skipped: no LLM provider"}
-    llm, why = engine.llm.stage("extract")
+    llm, why = ctx.llm.stage("extract")
     if llm is None:
         return {"status": f"skipped: {why}"}
-    store = engine.store
-    ctx = _WriteContext(timeout_s=engine.config.llm.timeout_s * 2)
+    store = ctx.store
+    budget = LLMBudget(timeout_s=ctx.config.llm.timeout_s * 2)
 
     async def one(mid: UUID, project: str, content: str):
         edges = await store.memory_edges([mid], ("relates_to",))
         earlier = [b for a, b, _, _ in edges if a == mid][:5]
         texts = await store.contents(earlier)
         numbered = "\n".join(f"[{i}] {texts[e]}" for i, e in enumerate(earlier, 1) if e in texts)
-        answer = await llm.ask(ctx, memory=content, earlier=numbered or "(none)")
+        answer = await llm.ask(budget, memory=content, earlier=numbered or "(none)")
         entities, pairs = parse_reply(parse_json(answer.text), earlier, mid)
         return LinkItem(mid, project, entities), pairs
 

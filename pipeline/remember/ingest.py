@@ -6,7 +6,7 @@
    remember of a turn would store it, so recall's keyword arm matches names.
 2. validate every piece through ``MemoryInput.parse`` (the same checks, and the same redaction, as
    ``remember``); nothing is written if one is invalid.
-3. filter (``filter.judge``): acknowledgements, too short, low information.
+3. filter (``content_filter.judge``): acknowledgements, too short, low information.
 4. novelty: the kept pieces are embedded in batches; one nearest-neighbour statement per batch finds
    the closest unexpired memory of the project, and earlier pieces of the same input count too. A
    piece at or above ``filter.novelty_threshold`` is a ``duplicate`` of what it matched.
@@ -35,13 +35,12 @@ from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts
-from memlane.pipeline.remember import chunking, content_filter
-from memlane.pipeline.remember import pipeline as remember_path
+from memlane.pipeline.remember import chunking, content_filter, pipeline
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from memlane.pipeline.engine import Engine
+    from memlane.pipeline.remember.context import WriteContext
 
 KINDS = ("conversation", "document")
 EMBED_BATCH = 64
@@ -58,7 +57,7 @@ class Piece:
     duplicate_of: UUID | None = None
     similarity: float | None = None
     reason: str | None = None
-    rule: str | None = None  # filtered: the check that dropped it (filter.Verdict.rule, or "empty")
+    rule: str | None = None  # filtered: the check that dropped it (content_filter.Verdict.rule, or "empty")
     match_position: int | None = (
         None  # duplicate of an earlier piece of this input (id known after the insert)
     )
@@ -146,7 +145,7 @@ def _body_of(content: str, speaker_body: str, original: str) -> str:
 
 
 async def ingest(
-    engine: Engine,
+    ctx: WriteContext,
     text: Any,
     *,
     kind: Any = "conversation",
@@ -158,7 +157,7 @@ async def ingest(
     progress=None,
     principal: Principal | None = None,
 ) -> IngestResult:
-    cfg = engine.config
+    cfg = ctx.config
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(
             "text is empty: give a conversation ('Speaker: text' lines, or a JSON list of "
@@ -180,12 +179,28 @@ async def ingest(
     access.check(principal, probe.project)
     result = IngestResult(project=probe.project, source=probe.source, kind=kind)
 
-    raw = await asyncio.to_thread(split, text, kind, cfg, engine.embedder.embed_batch)
+    raw = await asyncio.to_thread(split, text, kind, cfg, ctx.embedder.embed_batch)
     if len(raw) > cfg.ingest.max_pieces:
         raise InvalidInput(
             f"text splits into {len(raw)} pieces; ingest takes at most {cfg.ingest.max_pieces} "
             "(ingest.max_pieces): split it into several ingest calls"
         )
+    kept = _parse_and_filter(cfg, result, raw, common)
+    to_store = await _novelty(ctx, result.project, kept, progress)
+    if to_store:
+        await _store(ctx, to_store)
+    by_position = {p.position: p for p in result.pieces}
+    for p in result.pieces:
+        if p.match_position is not None:
+            target = by_position[p.match_position]
+            p.duplicate_of = target.id or target.duplicate_of
+    return result
+
+
+def _parse_and_filter(
+    cfg, result: IngestResult, raw: list[tuple[str, str, int | None]], common: dict[str, Any]
+) -> list[tuple[Piece, MemoryInput]]:
+    """Parse (secrets redacted) and filter every piece, appended to ``result``; the kept ones, parsed."""
     kept: list[tuple[Piece, MemoryInput]] = []
     for pos, (content, body, turn) in enumerate(raw):
         piece = Piece(position=pos, content=content, turn=turn)
@@ -205,8 +220,16 @@ async def ingest(
             piece.reason, piece.rule = verdict.reason, verdict.rule
             continue
         kept.append((piece, item))
+    return kept
 
-    # Novelty: embed in batches, one nearest-neighbour statement per batch, earlier pieces too.
+
+async def _novelty(
+    ctx: WriteContext, project: str, kept: list[tuple[Piece, MemoryInput]], progress
+) -> list[tuple[Piece, MemoryInput, list[float], list]]:
+    """Embed and novelty: in batches, one nearest-neighbour statement per batch, earlier pieces too;
+    a piece at or above the threshold is marked a duplicate, the others come back to be stored
+    with their vectors and neighbours."""
+    cfg = ctx.config
     threshold = cfg.filter.novelty_threshold
     to_store: list[tuple[Piece, MemoryInput, list[float], list]] = []
     stored_vecs: list[np.ndarray] = []
@@ -214,11 +237,9 @@ async def ingest(
     done = 0
     for start in range(0, len(kept), EMBED_BATCH):
         batch = kept[start : start + EMBED_BATCH]
-        vecs = await embed_texts(
-            engine.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s
-        )
+        vecs = await embed_texts(ctx.embedder, [it.content for _, it in batch], cfg.embedding.embed_timeout_s)
         # Enough neighbours for the relates_to links too: store_inputs reuses them.
-        nearest = await engine.store.nearest_many(result.project, vecs, max(1, cfg.graph.relates_to_k))
+        nearest = await ctx.store.nearest_many(project, vecs, max(1, cfg.graph.relates_to_k))
         for (piece, item), vec, near in zip(batch, vecs, nearest, strict=True):
             arr = np.asarray(vec, dtype=np.float32)
             best_id, best_sim, best_piece = None, -1.0, None
@@ -242,31 +263,22 @@ async def ingest(
         done += len(batch)
         if progress is not None:
             progress(done, len(kept))
+    return to_store
 
-    if to_store:
-        # The same write path as remember (topics, fact types, graph links), with the vectors above.
-        stored = await remember_path.store_inputs(
-            engine.store,
-            engine.embedder,
-            [m for _, m, _, _ in to_store],
-            engine.topics,
-            timeout_s=cfg.embedding.embed_timeout_s,
-            vectors=[vec for _, _, vec, _ in to_store],
-            found=[near for _, _, _, near in to_store],
-            links=remember_path.link_plan(
-                cfg.graph, [m for _, m, _, _ in to_store], chain=False, embedder=engine.embedder
-            ),
-            topics_llm=engine.topics_llm(),
-        )
-        ids = [(r.id, r.status == "created") for r in stored]
-        for (piece, _, _, _), (mid, created) in zip(to_store, ids, strict=True):
-            if created:
-                piece.status, piece.id = "stored", mid
-            else:  # the same content at the same time is already stored
-                piece.status, piece.duplicate_of, piece.similarity = "duplicate", mid, 1.0
-    by_position = {p.position: p for p in result.pieces}
-    for p in result.pieces:
-        if p.match_position is not None:
-            target = by_position[p.match_position]
-            p.duplicate_of = target.id or target.duplicate_of
-    return result
+
+async def _store(ctx: WriteContext, to_store: list[tuple[Piece, MemoryInput, list[float], list]]) -> None:
+    """Topics, insert and links, as for remember (``pipeline.store_inputs``), with the vectors and
+    neighbours found already; each piece learns its id, or that it was already stored."""
+    inputs = [m for _, m, _, _ in to_store]
+    stored = await pipeline.store_inputs(
+        ctx,
+        inputs,
+        vectors=[vec for _, _, vec, _ in to_store],
+        found=[near for _, _, _, near in to_store],
+        links=pipeline.link_plan(ctx.config.graph, inputs, chain=False, embedder=ctx.embedder),
+    )
+    for (piece, _, _, _), r in zip(to_store, stored, strict=True):
+        if r.status == "created":
+            piece.status, piece.id = "stored", r.id
+        else:  # the same content at the same time is already stored
+            piece.status, piece.duplicate_of, piece.similarity = "duplicate", r.id, 1.0

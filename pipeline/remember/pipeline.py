@@ -1,23 +1,262 @@
-"""The write path: validate, embed in batches, store. Nothing is written unless every item is valid."""
+"""The write path: what a caller gives in, stored and linked memories out, top to bottom.
+
+| # | step | module | what it does |
+|---|------|--------|--------------|
+| 1 | parse | inputs.py | each item validated into a ``MemoryInput``; none written unless all are |
+| 2 | secrets | secrets.py | likely secrets redacted (or refused) inside parse, ``[remember] secrets`` |
+| 3 | filter | content_filter.py | a bare acknowledgement refused; ingest: low-information dropped |
+| 4 | embed | providers/embedding | one batch off the event loop, within ``embed_timeout_s`` |
+| 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
+| 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
+| 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
+| 8 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
+
+Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember``
+runs them all for a caller's memories (step 3 for one explicit memory only: a batch is an import or
+a bulk load). ``ingest`` (ingest.py) splits a conversation or a document into pieces, runs steps 1-5
+itself (its novelty drops a piece that repeats a stored memory) and hands the rest to
+``store_inputs`` with their vectors and neighbours; it does not enrich. ``update`` runs steps 4, 6
+and 7 again for new content. Step 8 is the only one that may fail without failing the write: the
+memories are stored by then.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from uuid import UUID
 
 import numpy as np
 
+from memlane.pipeline import access, entities
+from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig, GraphConfig
-from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.providers.embedding.base import unit_rows
-from memlane.pipeline.records import Remembered
-from memlane.pipeline.remember import facttypes
+from memlane.pipeline.records import Memory, Remembered
+from memlane.pipeline.remember import content_filter, extract, facttypes
+from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan
 from memlane.pipeline.store import StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, LinkSettings
+
+log = logging.getLogger(__name__)
+
+Near = tuple[tuple[UUID, float], ...]
+
+
+async def remember_one(
+    ctx: WriteContext, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
+) -> Remembered:
+    """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
+    content is an acknowledgement that ``filter.exclude_patterns`` names (step 3)."""
+    [parsed] = parse(ctx.config, [item])
+    content_filter.check_remember(parsed.content, ctx.config)
+    [out] = await remember(ctx, [parsed], principal=principal)
+    return out
+
+
+async def remember(
+    ctx: WriteContext,
+    items: list[MemoryInput | dict[str, Any]],
+    *,
+    principal: Principal | None = None,
+    chain: bool = True,
+) -> list[Remembered]:
+    """Steps 1-8 for ``items``, stored in one transaction; ``principal`` must be allowed every
+    item's project. ``chain``: a batch sharing a source (and giving no positions) is one
+    conversation, linked in order with ``next``."""
+    inputs = parse(ctx.config, items)
+    for m in inputs:
+        access.check(principal, m.project)
+    f = ctx.config.filter
+    results = await store_inputs(
+        ctx,
+        inputs,
+        similar=(f.novelty_threshold, f.remember_similar_limit),
+        links=link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder),
+    )
+    await enrich(ctx, results, inputs)
+    return results
+
+
+def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[MemoryInput]:
+    """Steps 1 and 2: validate every item (and redact its secrets) before anything is embedded
+    or written."""
+    return [MemoryInput.parse(cfg, it) for it in items]
+
+
+async def store_inputs(
+    ctx: WriteContext,
+    inputs: list[MemoryInput],
+    *,
+    similar: tuple[float, int] | None = None,
+    vectors: list[list[float]] | None = None,
+    links: LinkPlan | None = None,
+    found: list[list[tuple[UUID, float]]] | None = None,
+) -> list[Remembered]:
+    """Steps 4-7: embed, find neighbours, assign topics, insert in one transaction; one result per
+    input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
+    ``vectors``: the inputs' embeddings when the caller has them already (ingest).
+    ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
+    already stored in its project with a cosine similarity at or above ``threshold``.
+    ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction.
+    ``found``: each input's nearest stored memories (id, similarity), best first, when the caller
+    searched already (ingest, for novelty): no search is made here."""
+    if vectors is None:
+        vectors = await embed(ctx, inputs)
+    near = await novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
+    inputs, assigned = await assign_topics(ctx, inputs, vectors)
+    return await insert(ctx, inputs, vectors, assigned, links=links, near=near)
+
+
+async def embed(ctx: WriteContext, inputs: list[MemoryInput]) -> list[list[float]]:
+    """Step 4: the inputs' embeddings, off the event loop, bounded by ``embed_timeout_s``."""
+    try:
+        return await embed_texts(
+            ctx.embedder, [m.content for m in inputs], ctx.config.embedding.embed_timeout_s
+        )
+    except EmbeddingFailed as e:
+        raise EmbeddingFailed(f"{e}; nothing was stored") from e
+
+
+async def novelty(
+    ctx: WriteContext,
+    inputs: list[MemoryInput],
+    vectors: list[list[float]],
+    *,
+    similar: tuple[float, int] | None,
+    links: LinkPlan | None,
+    found: list[list[tuple[UUID, float]]] | None,
+) -> list[Near]:
+    """Step 5: each input's stored memories at or above ``similar``'s threshold (none without
+    ``similar``). One nearest-neighbour search per project in the batch, before the insert, serves
+    both this report and the relates_to links, which it puts in ``links.relates``."""
+    near: list[Near] = [()] * len(inputs)
+    limit = similar[1] if similar is not None else 0
+    k = max(limit, links.settings.relates_to_k if links is not None else 0)
+    if k > 0 and inputs:
+        if found is None:
+            found = await _nearest(ctx.store, inputs, vectors, k)
+        if limit > 0:
+            threshold = similar[0]
+            near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]
+        if links is not None and links.settings.relates_to_k > 0:
+            links.relates = relates_to(inputs, vectors, found, links.settings)
+    return near
+
+
+async def assign_topics(
+    ctx: WriteContext, inputs: list[MemoryInput], vectors: list[list[float]]
+) -> tuple[list[MemoryInput], list[Any]]:
+    """Step 6, when ``[topics] enabled``: topics offline (refined by the ``topics`` LLM stage when
+    it serves the write) and fact types; the first topic becomes the category when the caller gave
+    none. (inputs, one assignment or None per input)."""
+    topics = ctx.topics
+    if not topics.enabled:
+        return inputs, [None] * len(inputs)
+    assigned = await topics.assign_batch(ctx.store, [(m.project, m.content) for m in inputs], vectors)
+    if ctx.topics_llm is not None:  # never raises: the offline assignment stands
+        inputs, assigned = await ctx.topics_llm(ctx.store, inputs, vectors, assigned)
+    inputs = [
+        m.model_copy(
+            update={
+                "category": m.category or (a.topics[0] if a.topics else None),
+                "fact_type": m.fact_type or facttypes.classify(m.content),
+            }
+        )
+        for m, a in zip(inputs, assigned, strict=True)
+    ]
+    return inputs, assigned
+
+
+async def insert(
+    ctx: WriteContext,
+    inputs: list[MemoryInput],
+    vectors: list[list[float]],
+    assigned: list[Any],
+    *,
+    links: LinkPlan | None,
+    near: list[Near],
+) -> list[Remembered]:
+    """Step 7: the rows, with their entities and graph links, in one transaction."""
+    rows = [
+        StoredRow(
+            project=m.project,
+            content=m.content,
+            content_hash=m.content_hash,
+            embedding=vec,
+            category=m.category,
+            tags=m.tags,
+            metadata=m.metadata,
+            pinned=m.pinned,
+            priority=m.priority,
+            occurred_at=m.occurred_at,
+            expires_at=m.expires_at,
+            source=m.source,
+            position=m.position,
+            topics=a.topics if a is not None else None,
+            fact_type=m.fact_type,
+            auto_topics=a.auto if a is not None else (),
+        )
+        for m, vec, a in zip(inputs, vectors, assigned, strict=True)
+    ]
+    try:
+        results = await ctx.store.insert(rows, model_id=ctx.embedder.model_id, links=links)
+    except BaseException:
+        # The cached centroids took this batch, which was not stored.
+        ctx.topics.forget_cache({m.project for m in inputs})
+        raise
+    return [
+        Remembered(
+            id=mid,
+            status="created" if created else "duplicate",
+            project=m.project,
+            redacted=tuple((r["kind"], r["count"]) for r in m.redacted),
+            # A duplicate is the stored memory itself: nothing new to compare.
+            similar=tuple(s for s in hits if s[0] != mid) if created else (),
+        )
+        for m, (mid, created), hits in zip(inputs, results, near, strict=True)
+    ]
+
+
+async def enrich(ctx: WriteContext, results: list[Remembered], inputs: list[MemoryInput]) -> None:
+    """Step 8: the extract stage's entities and causes links, when an LLM serves it (after the
+    store: the LLM's additions are extra, never a failed remember)."""
+    if ctx.llm is None:
+        return
+    created = [
+        (r.id, r.project, m.content) for r, m in zip(results, inputs, strict=True) if r.status == "created"
+    ]
+    try:
+        await extract.enrich(ctx, created)
+    except Exception as e:  # noqa: BLE001
+        log.warning("LLM extraction skipped: %s", type(e).__name__)
+
+
+async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> Memory:
+    """Steps 4, 6 and 7 for an update's ``fields`` (``MemoryPatch.changes``): new content is
+    embedded again and gets topics and a fact type again (among the existing topics)."""
+    if "content" in fields:
+        try:
+            [fields["embedding"]] = await embed_texts(
+                ctx.embedder, [fields["content"]], ctx.config.embedding.embed_timeout_s
+            )
+        except EmbeddingFailed as e:
+            raise EmbeddingFailed(f"{e}; the memory was not changed") from e
+        if ctx.topics.enabled:
+            current = await ctx.store.get(memory_id)
+            fields["topics"] = await ctx.topics.reassign(
+                ctx.store, current.project, fields["content"], fields["embedding"]
+            )
+            fields.setdefault("fact_type", facttypes.classify(fields["content"]))
+    plan = LinkPlan(settings=link_settings(ctx.config.graph, ctx.embedder), entities=[])
+    return await ctx.store.update(memory_id, fields, model_id=ctx.embedder.model_id, links=plan)
+
+
+# -- links (step 7's plan) and the neighbour search (step 5) ------------------------------------
 
 
 def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
@@ -71,14 +310,9 @@ def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True
     )
     return LinkPlan(
         settings=link_settings(cfg, embedder),
-        entities=[extract(m.content) for m in inputs],
+        entities=[entities.extract(m.content) for m in inputs],
         chain=conversation,
     )
-
-
-def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[MemoryInput]:
-    """Validate every item before anything is embedded or written."""
-    return [MemoryInput.parse(cfg, it) for it in items]
 
 
 async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
@@ -92,100 +326,3 @@ async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[li
         for i, h in zip(idx, hits, strict=True):
             found[i] = h
     return found
-
-
-async def store_inputs(
-    store,
-    embedder,
-    inputs: list[MemoryInput],
-    topics=None,
-    *,
-    timeout_s: float = 60.0,
-    similar: tuple[float, int] | None = None,
-    vectors: list[list[float]] | None = None,
-    links: LinkPlan | None = None,
-    found: list[list[tuple[UUID, float]]] | None = None,
-    topics_llm=None,  # pipeline/topics_llm.TopicsLLM: the LLM refines topics, fact types; never raises
-) -> list[Remembered]:
-    """Embed (off the event loop, bounded by ``timeout_s``) and insert in one transaction; one
-    result per input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
-    ``vectors``: the inputs' embeddings when the caller has them already (ingest).
-    ``topics`` (pipeline/topics.Topics, when ``[topics] enabled``) assigns topics and fact types:
-    the first topic becomes the category when the caller gave none.
-    ``similar`` = (threshold, limit): also report, for each new memory, up to ``limit`` memories
-    already stored in its project with a cosine similarity at or above ``threshold`` (one nearest-
-    neighbour statement per project in the batch, before the insert, shared with the links).
-    ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction.
-    ``found``: each input's nearest stored memories (id, similarity), best first, when the caller
-    searched already (ingest, for novelty): no search is made here."""
-    if vectors is None:
-        try:
-            vectors = await embed_texts(embedder, [m.content for m in inputs], timeout_s)
-        except EmbeddingFailed as e:
-            raise EmbeddingFailed(f"{e}; nothing was stored") from e
-    near: list[tuple[tuple[UUID, float], ...]] = [()] * len(inputs)
-    limit = similar[1] if similar is not None else 0
-    k = max(limit, links.settings.relates_to_k if links is not None else 0)
-    if k > 0 and inputs:
-        # One nearest-neighbour search per new memory, before the insert, serves both the
-        # 'similar' report and the relates_to links (pipeline/store/graph.py).
-        if found is None:
-            found = await _nearest(store, inputs, vectors, k)
-        if limit > 0:
-            threshold = similar[0]
-            near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]
-        if links is not None and links.settings.relates_to_k > 0:
-            links.relates = relates_to(inputs, vectors, found, links.settings)
-    if topics is not None and topics.enabled:
-        assigned = await topics.assign_batch(store, [(m.project, m.content) for m in inputs], vectors)
-        if topics_llm is not None:
-            inputs, assigned = await topics_llm(store, inputs, vectors, assigned)
-        inputs = [
-            m.model_copy(
-                update={
-                    "category": m.category or (a.topics[0] if a.topics else None),
-                    "fact_type": m.fact_type or facttypes.classify(m.content),
-                }
-            )
-            for m, a in zip(inputs, assigned, strict=True)
-        ]
-    else:
-        assigned = [None] * len(inputs)
-    rows = [
-        StoredRow(
-            project=m.project,
-            content=m.content,
-            content_hash=m.content_hash,
-            embedding=vec,
-            category=m.category,
-            tags=m.tags,
-            metadata=m.metadata,
-            pinned=m.pinned,
-            priority=m.priority,
-            occurred_at=m.occurred_at,
-            expires_at=m.expires_at,
-            source=m.source,
-            position=m.position,
-            topics=a.topics if a is not None else None,
-            fact_type=m.fact_type,
-            auto_topics=a.auto if a is not None else (),
-        )
-        for m, vec, a in zip(inputs, vectors, assigned, strict=True)
-    ]
-    try:
-        results = await store.insert(rows, model_id=embedder.model_id, links=links)
-    except BaseException:
-        if topics is not None:  # its cached centroids took this batch, which was not stored
-            topics.forget_cache({m.project for m in inputs})
-        raise
-    return [
-        Remembered(
-            id=mid,
-            status="created" if created else "duplicate",
-            project=m.project,
-            redacted=tuple((r["kind"], r["count"]) for r in m.redacted),
-            # A duplicate is the stored memory itself: nothing new to compare.
-            similar=tuple(s for s in hits if s[0] != mid) if created else (),
-        )
-        for m, (mid, created), hits in zip(inputs, results, near, strict=True)
-    ]

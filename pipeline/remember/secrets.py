@@ -11,7 +11,8 @@ embedded, stored or logged.
 Precision over recall: each pattern is anchored on a provider prefix or a structure (PEM armour,
 ``user:pass@``, three base64url JSON segments), and the generic rule needs a keyword right before
 the value, a value of 20+ characters mixing letters and digits, and high character entropy. UUIDs,
-hex commit hashes, version strings and ordinary words are not touched (tests/pipeline/remember/test_secrets.py).
+hex commit hashes, version strings and ordinary words are not touched
+(tests/pipeline/remember/test_secrets.py).
 """
 
 from __future__ import annotations

@@ -18,14 +18,17 @@ import logging
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.config import SummariesConfig
-from memlane.pipeline.llm.service import Usage
+from memlane.pipeline.llm.service import LLMBudget
 from memlane.pipeline.providers.llm.base import LLMError
 from memlane.pipeline.words import STOPWORDS
+
+if TYPE_CHECKING:
+    from memlane.pipeline.llm.service import LLMService
 
 log = logging.getLogger(__name__)
 
@@ -130,23 +133,12 @@ async def category_summaries(
     ]
 
 
-@dataclass(slots=True)
-class _Budget:
-    """What StageLLM.ask reads of a recall context: usage to add to, and no recall deadline (the
-    provider's own timeout bounds each call)."""
-
-    usage: Usage = field(default_factory=Usage)
-
-    def remaining_s(self) -> float | None:
-        return None
-
-
-def llm_summariser(engine):
+def llm_summariser(service: LLMService | None):
     """``summarise`` for ``refresh`` from the ``category_summary`` LLM stage, or None when no LLM
     is configured for it. A failed call keeps the offline extract."""
-    if engine.llm is None:
+    if service is None:
         return None
-    llm, _why = engine.llm.stage("category_summary")
+    llm, _why = service.stage("category_summary")
     if llm is None:
         return None
 
@@ -154,7 +146,7 @@ def llm_summariser(engine):
         # Memory text is user data: each on its own line, and nothing in it can close the tag.
         lines = "\n".join("- " + " ".join(m.replace("</memories>", "").split()) for m in memories)
         try:
-            answer = await llm.ask(_Budget(), category=category, key_terms=", ".join(terms), memories=lines)
+            answer = await llm.ask(LLMBudget(), category=category, key_terms=", ".join(terms), memories=lines)
         except LLMError as e:
             log.warning("the category_summary LLM failed for %r, keeping the extract: %s", category, e.reason)
             return None

@@ -1,13 +1,12 @@
 """LLM topic names and fact types on the write path (optional, ``[llm.stages.topics]``).
 
-The offline assignment (pipeline/remember/topics.py, pipeline/remember/facttypes.py) always runs first. When an LLM
-serves the ``topics`` stage (``enabled = true``; off by default: it is one LLM call per remembered
-batch), the batch's memories are shown to the ``topics`` prompt, numbered and escaped inside
-``<memory>`` tags, up to ``BATCH`` memories a call (fewer when ``[llm] max_output_tokens`` is
-small: ``batch_size``) (calls for larger batches run side by side,
-bounded by ``[llm] max_concurrency``), with the project's automatic topic names and, with taxonomy
-``fixed`` or ``hybrid``, the fixed ones. For each memory it answers topic names and a fact type,
-which refine the offline assignment:
+The offline assignment (``topics.py``, ``facttypes.py``) always runs first. When an LLM serves the
+``topics`` stage (``enabled = true``; off by default: it is one LLM call per remembered batch), the
+batch's memories are shown to the ``topics`` prompt, numbered and escaped inside ``<memory>`` tags,
+up to ``BATCH`` memories a call (fewer when ``[llm] max_output_tokens`` is small: ``batch_size``;
+calls for larger batches run side by side, bounded by ``[llm] max_concurrency``), with the
+project's automatic topic names and, with taxonomy ``fixed`` or ``hybrid``, the fixed ones. For
+each memory it answers topic names and a fact type, which refine the offline assignment:
 
 - ``fact_type``: the LLM's, unless the caller gave one (the caller's always wins).
 - ``topics``: names are normalised (lower case, spaces collapsed, no control characters, at most
@@ -17,7 +16,7 @@ which refine the offline assignment:
   joins it and a new name makes a new automatic topic, exactly as the offline path does (the memory's
   embedding goes into its centroid sum in ``memlane_topics``; key terms from the memory), unless the
   project already has ``max_auto_topics``. When none of the LLM's names is accepted the offline
-  topics stay. The first topic becomes the category when the caller gave none (remember.py).
+  topics stay. The first topic becomes the category when the caller gave none (pipeline.py).
 
 Degrading: a provider error, a call past ``[llm.stages.topics] timeout_s``, a reply that is not
 JSON, or a memory missing from the reply keeps the offline assignment for the memories concerned;
@@ -31,13 +30,16 @@ import html
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memlane.pipeline.llm.service import StageLLM, parse_json
+from memlane.pipeline.llm.service import LLMBudget, StageLLM, parse_json
 from memlane.pipeline.providers.llm.base import LLMError
-from memlane.pipeline.remember.extract import _WriteContext
 from memlane.pipeline.remember.facttypes import FACT_TYPES
 from memlane.pipeline.remember.topics import Assignment, Topics, key_terms
+
+if TYPE_CHECKING:
+    from memlane.pipeline.config import LLMConfig
+    from memlane.pipeline.llm.service import LLMService
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ def _names(names: list[str]) -> str:
 
 @dataclass(slots=True)
 class TopicsLLM:
-    """What ``remember.store_inputs`` calls after the offline assignment (``topics_llm=``)."""
+    """What ``pipeline.store_inputs`` calls after the offline assignment (``WriteContext.topics_llm``)."""
 
     llm: StageLLM
     topics: Topics
@@ -127,7 +129,7 @@ class TopicsLLM:
         self, indices: list[int], inputs: list, existing: list[str], fixed: list[str]
     ) -> dict[int, tuple[tuple[str, ...], str | None]]:
         asked = self.llm.ask(
-            _WriteContext(),  # no recall deadline: this call's own bound is timeout_s
+            LLMBudget(),  # no recall deadline: this call's own bound is timeout_s
             memories=_memories([inputs[i].content for i in indices]),
             existing_topics=_names(existing),
             fixed_topics=_names(fixed),
@@ -243,11 +245,12 @@ class TopicsLLM:
         return Assignment(tuple(chosen), tuple(auto))
 
 
-def for_engine(engine) -> TopicsLLM | None:
-    """The engine's topics stage, or None when it has none (no LLM, the stage disabled, topics off)."""
-    if engine.llm is None or not engine.topics.enabled:
+def for_write(llm: LLMService | None, topics: Topics, cfg: LLMConfig) -> TopicsLLM | None:
+    """The write path's topics stage, or None when it has none (no LLM, the stage disabled, topics
+    off)."""
+    if llm is None or not topics.enabled:
         return None
-    llm, _why = engine.llm.stage("topics")
-    if llm is None:
+    stage, _why = llm.stage("topics")
+    if stage is None:
         return None
-    return TopicsLLM(llm, engine.topics, engine.config.llm.stages.topics.timeout_s)
+    return TopicsLLM(stage, topics, cfg.stages.topics.timeout_s)
