@@ -1,8 +1,14 @@
 """Markdown tables and PNG charts from the benchmark reports (the JSON is the source of truth;
-these only render it, so a stored JSON can be re-rendered later)."""
+these only render it, so a stored JSON can be re-rendered later).
+
+``memlane bench report FILE`` prints a committed report (``bench/results/*.json``) as Markdown, and
+the documentation's results tables are the cog blocks in README.md and docs/*.md that call
+``from_file``, so ``make docs`` fails when a table no longer matches its JSON."""
 
 from __future__ import annotations
 
+import importlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +289,114 @@ def mcp_markdown(r: dict[str, Any]) -> str:
         rows.append([f"{label} over MCP", v["median"], v["p50"], v["p95"], v["n"]])
     lines += _table(["warm call (ms)", "median", "p50", "p95", "n"], rows)
     return "\n".join(lines + [""])
+
+
+# -- committed reports -------------------------------------------------------------------------
+
+# The module that renders each benchmark's report; LoCoMo's report names its dataset instead.
+RENDERERS = {
+    "locomo": ("memlane.server.bench.report", "locomo_markdown"),
+    "latency": ("memlane.server.bench.report", "latency_markdown"),
+    "mcp": ("memlane.server.bench.report", "mcp_markdown"),
+    "llm": ("memlane.server.bench.llmbench", "markdown"),
+    "load": ("memlane.server.bench.loadbench", "markdown"),
+    "maintain": ("memlane.server.bench.upkeep", "markdown"),
+    "topics": ("memlane.server.bench.topicsbench", "markdown"),
+}
+VIEWS = ("full", "summary")
+
+
+def kind(r: dict[str, Any]) -> str:
+    name = r.get("benchmark") or r.get("dataset")
+    if name not in RENDERERS:
+        raise ValueError(f"not a memlane benchmark report (benchmark/dataset {name!r})")
+    return name
+
+
+def render(r: dict[str, Any], view: str = "full") -> str:
+    """A report as Markdown: every table (``full``), or the one table the README shows (``summary``,
+    LoCoMo only)."""
+    if view == "summary":
+        if kind(r) != "locomo":
+            raise ValueError("the summary view is LoCoMo's only")
+        return locomo_summary_markdown(r)
+    module, name = RENDERERS[kind(r)]
+    return getattr(importlib.import_module(module), name)(r)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def from_file(path: str | Path, view: str = "full", methods: list[tuple[str, str]] | None = None) -> str:
+    """What a cog block writes: the report at ``path`` rendered, or only the given LoCoMo methods
+    (``[(label, method name), ...]``) as one recall table."""
+    r = load(path)
+    if methods is not None:
+        return methods_markdown(r, methods)
+    return render(r, view)
+
+
+def _recall_cells(block: dict) -> list[Any]:
+    return [block["all"][k] for k in K_LABELS]
+
+
+def _block(r: dict[str, Any], method: str) -> dict:
+    """A method's recall block; "default" (or the ablation method that shares the default run) is
+    the run as configured."""
+    if method == "default":
+        return r["recall"]
+    blocks = r.get("ablation", {})
+    if method not in blocks:
+        raise KeyError(f"no method {method!r} in this report; it has: {', '.join(blocks) or 'none'}")
+    return blocks[method]
+
+
+def _default_method(r: dict[str, Any]) -> str | None:
+    shared = [n for n, d in r.get("ablation_methods", {}).items() if d.get("shares_default_run")]
+    return shared[0] if shared else None
+
+
+def methods_markdown(r: dict[str, Any], methods: list[tuple[str, str]]) -> str:
+    """R@1..R@20 of the named methods, the default in bold, and where they were measured."""
+    default = _default_method(r)
+    rows = []
+    for label, method in methods:
+        cells = [_fmt(v) for v in _recall_cells(_block(r, method))]
+        if method in ("default", default):
+            label, cells = f"**{label}**", [f"**{c}**" for c in cells]
+        rows.append([label, *cells])
+    lines = _table(["", "R@1", "R@5", "R@10", "R@20"], rows)
+    return "\n".join([*lines, "", _measured_line(r), ""])
+
+
+def _measured_line(r: dict[str, Any]) -> str:
+    ver = r.get("versions", {})
+    return (
+        f"{r['questions']} questions, {r['conversations']} conversations; memlane {ver.get('memlane')} at "
+        f"`{ver.get('git')}`, {r['config'].get('embedding_model')}, {ver.get('cpus')} CPUs."
+    )
+
+
+def locomo_summary_markdown(r: dict[str, Any]) -> str:
+    """The README's table: each store arm alone, the fusion of every arm as configured, and its
+    latency."""
+    default = _default_method(r)
+    rows = []
+    for label, method in (
+        ("vector arm alone", "vector"),
+        ("keyword arm (BM25) alone", "keyword"),
+        ("reciprocal rank fusion of every arm", "fused-rrf"),
+        ("**memlane (default: every arm, score fusion)**", default or "default"),
+    ):
+        if method != "default" and method not in r.get("ablation", {}):
+            continue
+        block = _block(r, method)
+        lat = (
+            r["latency_ms"]
+            if method in ("default", default)
+            else r.get("ablation_latency_ms", {}).get(method)
+        )
+        rows.append([label, *_recall_cells(block), block["cat1_4"]["10"], (lat or {}).get("p50")])
+    lines = _table(["method", "R@1", "R@5", "R@10", "R@20", "R@10 cat1-4", "p50 ms"], rows)
+    return "\n".join([*lines, "", _measured_line(r), ""])
