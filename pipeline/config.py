@@ -340,8 +340,8 @@ class RecallConfig(Section):
     )
     graph: Literal["activation", "mpfp", "off"] = Field(
         default="mpfp",
-        description="The graph arm: meta-path forward push (mpfp; LoCoMo fused R@10 0.770 against 0.698 "
-        "with activation and 0.710 off), spreading activation, or off.",
+        description="The graph arm: meta-path forward push (mpfp, the default: the best recall on LoCoMo), "
+        "spreading activation, or off.",
     )
     rerank_top_n: int = Field(default=20, ge=1, le=200, description="Fused candidates the rerank stage sees.")
     deadline_ms: int = Field(

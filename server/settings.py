@@ -258,7 +258,9 @@ def reference_markdown(model: type[BaseModel] | None = None) -> str:
     model = model or Settings
     lines: list[str] = []
 
-    def table(section: type[BaseModel], path: tuple[str, ...], defaults: BaseModel | None) -> None:
+    def table(
+        section: type[BaseModel], path: tuple[str, ...], defaults: BaseModel | None, note: str = ""
+    ) -> None:
         # A section's defaults are those of the instance its parent holds (llm.stages.extract is
         # off there, though LLMStageConfig's own default is on), so values come from `defaults`.
         rows, nested = [], []
@@ -276,11 +278,36 @@ def reference_markdown(model: type[BaseModel] | None = None) -> str:
         if rows:
             title = f"`[{'.'.join(path)}]`" if path else "Top level"
             doc = " ".join((section.__doc__ or "").split()) if path else ""
-            lines.extend([f"### {title}", ""] + ([doc, ""] if doc else []))
+            lines.extend([f"### {title}", ""] + [p + "\n" for p in (doc, note) if p])
             lines.extend(["| key | type | default | environment | meaning |", "|---|---|---|---|---|"])
             lines.extend(rows + [""])
+        # Three or more sibling sections of one model ([llm.stages.*]) share one table, written
+        # for <name>, with each one's non-default values listed, rather than one table apiece.
+        kinds: dict[type, list[tuple[str, BaseModel]]] = {}
         for name, sub, value in nested:
-            table(sub, (*path, name), value)
+            kinds.setdefault(sub, []).append((name, value))
+        for sub, members in kinds.items():
+            if len(members) < 3:
+                for name, value in members:
+                    table(sub, (*path, name), value)
+                continue
+            names = ", ".join(f"`{n}`" for n, _ in members)
+            plain = sub()
+            changed = [
+                f"`{n}`: " + ", ".join(f"`{k} = {_default_text(v).strip('`')}`" for k, v in diff.items())
+                for n, value in members
+                if (
+                    diff := {
+                        k: getattr(value, k)
+                        for k in sub.model_fields
+                        if getattr(value, k) != getattr(plain, k)
+                    }
+                )
+            ]
+            note = f"`<name>` is one of {names}." + (
+                f" Defaults that differ: {'; '.join(changed)}." if changed else ""
+            )
+            table(sub, (*path, "<name>"), plain, note)
 
     table(model, (), None)
     return "\n".join(lines)

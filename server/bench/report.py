@@ -328,13 +328,17 @@ def load(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def from_file(path: str | Path, view: str = "full", methods: list[tuple[str, str]] | None = None) -> str:
+def from_file(
+    path: str | Path, view: str = "full", methods: list[tuple[str, str]] | None = None, demote: int = 0
+) -> str:
     """What a cog block writes: the report at ``path`` rendered, or only the given LoCoMo methods
-    (``[(label, method name), ...]``) as one recall table."""
+    (``[(label, method name), ...]``) as one recall table; ``demote`` pushes its headings that many
+    levels down, to sit under the page's own."""
     r = load(path)
-    if methods is not None:
-        return methods_markdown(r, methods)
-    return render(r, view)
+    text = methods_markdown(r, methods) if methods is not None else render(r, view)
+    if demote:
+        text = "\n".join("#" * demote + line if line.startswith("#") else line for line in text.split("\n"))
+    return text
 
 
 def _recall_cells(block: dict) -> list[Any]:
@@ -392,11 +396,11 @@ def locomo_summary_markdown(r: dict[str, Any]) -> str:
         if method != "default" and method not in r.get("ablation", {}):
             continue
         block = _block(r, method)
-        lat = (
-            r["latency_ms"]
-            if method in ("default", default)
-            else r.get("ablation_latency_ms", {}).get(method)
-        )
-        rows.append([label, *_recall_cells(block), block["cat1_4"]["10"], (lat or {}).get("p50")])
+        is_default = method in ("default", default)
+        lat = r["latency_ms"] if is_default else r.get("ablation_latency_ms", {}).get(method)
+        p50 = (lat or {}).get("p50")
+        cells = [_fmt(v) for v in (*_recall_cells(block), block["cat1_4"]["10"])]
+        cells.append("-" if p50 is None else f"{p50:.1f}")
+        rows.append([label, *(f"**{c}**" if is_default else c for c in cells)])
     lines = _table(["method", "R@1", "R@5", "R@10", "R@20", "R@10 cat1-4", "p50 ms"], rows)
     return "\n".join([*lines, "", _measured_line(r), ""])
