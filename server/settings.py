@@ -232,7 +232,8 @@ def _default_text(value: Any) -> str:
         return "-"
     if isinstance(value, Path):
         value = str(value)
-    return f"`{json.dumps(value, ensure_ascii=False, default=str)}`".replace("|", "\\|")
+    # Pipes not escaped: in a code span MkDocs keeps them, and would show the backslash.
+    return f"`{json.dumps(value, ensure_ascii=False, default=str)}`"
 
 
 def _field_default(field: Any) -> Any:
