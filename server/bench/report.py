@@ -328,79 +328,39 @@ def load(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def from_file(
-    path: str | Path, view: str = "full", methods: list[tuple[str, str]] | None = None, demote: int = 0
-) -> str:
-    """What a cog block writes: the report at ``path`` rendered, or only the given LoCoMo methods
-    (``[(label, method name), ...]``) as one recall table; ``demote`` pushes its headings that many
-    levels down, to sit under the page's own."""
-    r = load(path)
-    text = methods_markdown(r, methods) if methods is not None else render(r, view)
+def from_file(path: str | Path, view: str = "full", demote: int = 0) -> str:
+    """What a cog block writes: the report at ``path`` rendered; ``demote`` pushes its headings that
+    many levels down, to sit under the page's own."""
+    text = render(load(path), view)
     if demote:
         text = "\n".join("#" * demote + line if line.startswith("#") else line for line in text.split("\n"))
     return text
 
 
-def _recall_cells(block: dict) -> list[Any]:
-    return [block["all"][k] for k in K_LABELS]
-
-
-def _block(r: dict[str, Any], method: str) -> dict:
-    """A method's recall block; "default" (or the ablation method that shares the default run) is
-    the run as configured."""
-    if method == "default":
-        return r["recall"]
-    blocks = r.get("ablation", {})
-    if method not in blocks:
-        raise KeyError(f"no method {method!r} in this report; it has: {', '.join(blocks) or 'none'}")
-    return blocks[method]
-
-
-def _default_method(r: dict[str, Any]) -> str | None:
-    shared = [n for n, d in r.get("ablation_methods", {}).items() if d.get("shares_default_run")]
-    return shared[0] if shared else None
-
-
-def methods_markdown(r: dict[str, Any], methods: list[tuple[str, str]]) -> str:
-    """R@1..R@20 of the named methods, the default in bold, and where they were measured."""
-    default = _default_method(r)
-    rows = []
-    for label, method in methods:
-        cells = [_fmt(v) for v in _recall_cells(_block(r, method))]
-        if method in ("default", default):
-            label, cells = f"**{label}**", [f"**{c}**" for c in cells]
-        rows.append([label, *cells])
-    lines = _table(["", "R@1", "R@5", "R@10", "R@20"], rows)
-    return "\n".join([*lines, "", _measured_line(r), ""])
-
-
-def _measured_line(r: dict[str, Any]) -> str:
-    ver = r.get("versions", {})
-    return (
-        f"{r['questions']} questions, {r['conversations']} conversations; memlane {ver.get('memlane')} at "
-        f"`{ver.get('git')}`, {r['config'].get('embedding_model')}, {ver.get('cpus')} CPUs."
-    )
-
-
 def locomo_summary_markdown(r: dict[str, Any]) -> str:
-    """The README's table: each store arm alone, the fusion of every arm as configured, and its
-    latency."""
-    default = _default_method(r)
-    rows = []
-    for label, method in (
-        ("vector arm alone", "vector"),
-        ("keyword arm (BM25) alone", "keyword"),
-        ("reciprocal rank fusion of every arm", "fused-rrf"),
-        ("**memlane (default: every arm, score fusion)**", default or "default"),
-    ):
-        if method != "default" and method not in r.get("ablation", {}):
-            continue
-        block = _block(r, method)
-        is_default = method in ("default", default)
-        lat = r["latency_ms"] if is_default else r.get("ablation_latency_ms", {}).get(method)
-        p50 = (lat or {}).get("p50")
-        cells = [_fmt(v) for v in (*_recall_cells(block), block["cat1_4"]["10"])]
-        cells.append("-" if p50 is None else f"{p50:.1f}")
-        rows.append([label, *(f"**{c}**" if is_default else c for c in cells)])
-    lines = _table(["method", "R@1", "R@5", "R@10", "R@20", "R@10 cat1-4", "p50 ms"], rows)
-    return "\n".join([*lines, "", _measured_line(r), ""])
+    """The README's table: recall@k of the run as configured, over every question, categories 1-4
+    (5 is adversarial) and each category, and where it was measured."""
+    counts = r.get("questions_by_category", {})
+    rec = r["recall"]
+    rows = [
+        ["**all**", r["questions"], *(f"**{_fmt(rec['all'][k])}**" for k in K_LABELS)],
+        [
+            "categories 1-4",
+            sum(n for c, n in counts.items() if c in "1234"),
+            *(rec["cat1_4"][k] for k in K_LABELS),
+        ],
+    ]
+    rows += [
+        [f"category {c}", counts.get(c), *(b[k] for k in K_LABELS)] for c, b in rec["by_category"].items()
+    ]
+    ver = r.get("versions", {})
+    lines = _table(["questions", "n", "R@1", "R@5", "R@10", "R@20"], rows)
+    return "\n".join(
+        [
+            *lines,
+            "",
+            f"{r['conversations']} conversations, {r['config'].get('embedding_model')}, offline; memlane "
+            f"{ver.get('memlane')} at `{ver.get('git')}`.",
+            "",
+        ]
+    )
