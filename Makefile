@@ -49,11 +49,13 @@ lint: $(BIN)/memlane
 
 # Pages that restate the code (the configuration reference, the results tables rendered from
 # bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
-# (cog --check) or a link is broken (mkdocs --strict); `make docs-generate` rewrites them.
+# (cog --check), a page names a path that does not exist, or a link is broken (mkdocs --strict);
+# `make docs-generate` rewrites the generated parts.
 DOC_SOURCES := README.md $(wildcard docs/*.md)
 
 docs: $(BIN)/memlane
 	$(BIN)/cog --check $(DOC_SOURCES)
+	$(BIN)/python .ci/check_doc_paths.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 docs-generate: $(BIN)/memlane
