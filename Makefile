@@ -8,14 +8,14 @@ INSPECTOR_VERSION := 2.12.0
 # CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install run test lint bench clean browser screenshots
+.PHONY: install run test lint bench clean browser screenshots docs docs-generate
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned, so the rest of the install keeps the build chosen here.
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $@
 
 node_modules/.bin/mcp-inspector: package.json
@@ -39,7 +39,7 @@ browser:
 test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
 	$(BIN)/python -m pytest -q
 
-# PNGs of every page of the memory browser over a demo store, for the README.
+# PNGs of every page of the memory browser over a demo store, for docs/browser.md.
 screenshots: $(BIN)/memlane browser
 	$(BIN)/python -m memlane.server.ui.screenshots --output bench/results/ui
 
@@ -48,8 +48,22 @@ lint: $(BIN)/memlane
 	$(BIN)/ruff format --check server pipeline prompts tests
 	$(BIN)/lint-imports
 
+# Pages that restate the code (the configuration reference, the results tables rendered from
+# bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
+# (cog --check), a page names a path that does not exist, or a link is broken (mkdocs --strict);
+# `make docs-generate` rewrites the generated parts.
+DOC_SOURCES := README.md $(wildcard docs/*.md)
+
+docs: $(BIN)/memlane
+	$(BIN)/cog --check $(DOC_SOURCES)
+	$(BIN)/python .ci/check_doc_paths.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-generate: $(BIN)/memlane
+	$(BIN)/cog -r $(DOC_SOURCES)
+
 bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results
 
 clean:
-	rm -rf $(VENV) node_modules build *.egg-info
+	rm -rf $(VENV) node_modules build site *.egg-info

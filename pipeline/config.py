@@ -31,8 +31,8 @@ class DatabaseConfig(Section):
         description="External PostgreSQL DSN (needs the pgvector extension). Unset: the embedded server "
         "in data_dir. Set it through MEMLANE_DATABASE__URL so the password stays out of files.",
     )
-    pool_min: int = Field(default=1, ge=1, le=64)
-    pool_max: int = Field(default=8, ge=1, le=256)
+    pool_min: int = Field(default=1, ge=1, le=64, description="Connections the pool keeps open.")
+    pool_max: int = Field(default=8, ge=1, le=256, description="Most connections the pool opens.")
     connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the database.")
 
 
@@ -54,8 +54,8 @@ class EmbeddingConfig(Section):
     dimensions: int | None = Field(
         default=None, ge=1, le=16000, description="Vector size; derived for known models."
     )
-    batch_size: int = Field(default=64, ge=1, le=4096)
-    device: str = "cpu"
+    batch_size: int = Field(default=64, ge=1, le=4096, description="Texts embedded per model call.")
+    device: str = Field(default="cpu", description="local: the torch device (cpu, cuda, mps).")
     base_url: str | None = Field(default=None, description="openai: another OpenAI-compatible endpoint.")
     api_key: SecretStr | None = Field(
         default=None, description="openai: from MEMLANE_EMBEDDING__API_KEY or OPENAI_API_KEY."
@@ -88,9 +88,9 @@ class LLMStageConfig(Section):
     """Per-stage overrides (``[llm.stages.<stage>]``): e.g. a cheap model for synthesis, a better one
     for rerank. Unset fields follow ``[llm]``."""
 
-    enabled: bool = True
-    provider: LLMProviderName | None = None
-    model: str | None = None
+    enabled: bool = Field(default=True, description="Off: the stage runs offline or is skipped.")
+    provider: LLMProviderName | None = Field(default=None, description="Default: [llm] provider.")
+    model: str | None = Field(default=None, description="Default: [llm] model.")
     prompt_version: int | None = Field(default=None, ge=1, description="Default: the newest version.")
 
 
@@ -133,7 +133,7 @@ class LLMConfig(Section):
     """The LLM behind stages 1, 2, 3 and 6. "none": every stage uses its offline implementation or
     is skipped, and the trace says which."""
 
-    provider: LLMProviderName = "none"
+    provider: LLMProviderName = Field(default="none", description="Where the LLM stages send their calls.")
     model: str | None = Field(
         default=None,
         description="Model name; default per provider (anthropic: claude-haiku-4-5, openai: gpt-4o-mini); "
@@ -150,18 +150,29 @@ class LLMConfig(Section):
     timeout_s: float = Field(default=10.0, gt=0, le=600, description="Seconds per request.")
     max_retries: int = Field(default=2, ge=0, le=10, description="Retries on 429 and 5xx, with backoff.")
     max_concurrency: int = Field(default=4, ge=1, le=64, description="LLM requests in flight per process.")
-    max_output_tokens: int = Field(default=512, ge=16, le=8192)
+    max_output_tokens: int = Field(
+        default=512, ge=16, le=8192, description="Most tokens one LLM answer may take."
+    )
     cache_size: int = Field(default=1024, ge=0, description="Stage outputs kept in memory (0: no cache).")
-    cache_ttl_s: float = Field(default=3600.0, gt=0)
+    cache_ttl_s: float = Field(default=3600.0, gt=0, description="Seconds a cached stage output stays valid.")
     prices: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Per model, to report cost next to token usage."
     )
     sampling_hints: list[str] = Field(
         default_factory=list, description="sampling: model name hints sent to the MCP client."
     )
-    sampling_speed_priority: float = Field(default=0.8, ge=0, le=1)
-    sampling_intelligence_priority: float = Field(default=0.5, ge=0, le=1)
-    sampling_cost_priority: float = Field(default=0.5, ge=0, le=1)
+    sampling_speed_priority: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="sampling: the speedPriority model preference sent to the client.",
+    )
+    sampling_intelligence_priority: float = Field(
+        default=0.5, ge=0, le=1, description="sampling: the intelligencePriority model preference."
+    )
+    sampling_cost_priority: float = Field(
+        default=0.5, ge=0, le=1, description="sampling: the costPriority model preference."
+    )
     stages: LLMStagesConfig = LLMStagesConfig()
 
     def for_stage(self, stage: str) -> tuple[str, str | None, int | None, bool]:
@@ -263,10 +274,12 @@ class AdjustConfig(Section):
 
 
 class RecallConfig(Section):
-    default_limit: int = Field(default=10, ge=1, le=200)
-    max_limit: int = Field(default=100, ge=1, le=1000)
-    default_max_tokens: int = Field(default=2000, ge=1)
-    max_query_chars: int = Field(default=4000, ge=1)
+    default_limit: int = Field(default=10, ge=1, le=200, description="Memories a recall returns at most.")
+    max_limit: int = Field(default=100, ge=1, le=1000, description="Largest limit a caller may ask for.")
+    default_max_tokens: int = Field(
+        default=2000, ge=1, description="Token budget (cl100k_base) of a recall result when none is given."
+    )
+    max_query_chars: int = Field(default=4000, ge=1, description="Longest recall question (characters).")
     candidates_per_arm: int = Field(
         default=50, ge=1, le=1000, description="How many hits each retrieval arm returns."
     )
@@ -334,8 +347,8 @@ class RecallConfig(Section):
     )
     graph: Literal["activation", "mpfp", "off"] = Field(
         default="mpfp",
-        description="The graph arm: meta-path forward push (mpfp; LoCoMo fused R@10 0.770 against 0.698 "
-        "with activation and 0.710 off), spreading activation, or off.",
+        description="The graph arm: meta-path forward push (mpfp, the default: the best recall on LoCoMo), "
+        "spreading activation, or off.",
     )
     rerank_top_n: int = Field(default=20, ge=1, le=200, description="Fused candidates the rerank stage sees.")
     deadline_ms: int = Field(
@@ -479,8 +492,10 @@ class RememberConfig(Section):
     max_content_chars: int = Field(
         default=20000, ge=1, description="Longer content is refused with an error."
     )
-    max_tags: int = Field(default=32, ge=0)
-    max_metadata_bytes: int = Field(default=65536, ge=2)
+    max_tags: int = Field(default=32, ge=0, description="Most tags on one memory.")
+    max_metadata_bytes: int = Field(
+        default=65536, ge=2, description="Largest metadata object, as JSON bytes."
+    )
     secrets: Literal["redact", "refuse", "allow"] = Field(
         default="redact",
         description="Likely secrets (API keys, private keys, passwords in URLs, JWTs, random values next to "
@@ -731,7 +746,7 @@ class IngestConfig(Section):
 
 class EngineConfig(Section):
     data_dir: Path | None = Field(default=None, description="Where the embedded database lives.")
-    default_project: str = "default"
+    default_project: str = Field(default="default", description="The project of a call that names none.")
     database: DatabaseConfig = DatabaseConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     llm: LLMConfig = LLMConfig()

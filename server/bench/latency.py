@@ -36,7 +36,7 @@ BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step also embedded bare, interleaved with the stored batches
 WARMUP_QUERIES = 5
 TARGETS = {
-    "recall_vs_floor": 2.0,  # recall p50 <= 2x floor p50, at every size (issue 6)
+    "recall_vs_floor": 2.0,  # recall p50 <= 2x floor p50, at every size
     "remember_vs_embedding": 0.7,  # remember throughput >= 0.7x raw embedding, at every size
     "growth_100k_vs_10k": 1.5,  # recall p50 at 100k <= 1.5x p50 at 10k
 }
@@ -95,8 +95,8 @@ async def measure_recall(
     ctx: BenchContext, queries: list[Query], projects: dict[str, str], show: bool
 ) -> dict:
     """Recall and floor for each question, taking turns at going first: whichever runs second
-    finds the question's part of the vector index in the CPU caches (measured at 100k memories: the
-    same top-k query 7 ms first, 4 ms right after), so neither side always gets the warm run."""
+    finds the question's part of the vector index in the CPU caches (the same top-k query takes
+    about half as long right after), so neither side always gets the warm run."""
     engine, k = ctx.engine, ctx.engine.config.recall.candidates_per_arm
     wall, stage_ms, f_embed, f_query = [], defaultdict(list), [], []
     for q in queries[:WARMUP_QUERIES]:

@@ -1,8 +1,14 @@
 """Markdown tables and PNG charts from the benchmark reports (the JSON is the source of truth;
-these only render it, so a stored JSON can be re-rendered later)."""
+these only render it, so a stored JSON can be re-rendered later).
+
+``memlane bench report FILE`` prints a committed report (``bench/results/*.json``) as Markdown, and
+the documentation's results tables are the cog blocks in README.md and docs/*.md that call
+``from_file``, so ``make docs`` fails when a table no longer matches its JSON."""
 
 from __future__ import annotations
 
+import importlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +289,78 @@ def mcp_markdown(r: dict[str, Any]) -> str:
         rows.append([f"{label} over MCP", v["median"], v["p50"], v["p95"], v["n"]])
     lines += _table(["warm call (ms)", "median", "p50", "p95", "n"], rows)
     return "\n".join(lines + [""])
+
+
+# -- committed reports -------------------------------------------------------------------------
+
+# The module that renders each benchmark's report; LoCoMo's report names its dataset instead.
+RENDERERS = {
+    "locomo": ("memlane.server.bench.report", "locomo_markdown"),
+    "latency": ("memlane.server.bench.report", "latency_markdown"),
+    "mcp": ("memlane.server.bench.report", "mcp_markdown"),
+    "llm": ("memlane.server.bench.llmbench", "markdown"),
+    "load": ("memlane.server.bench.loadbench", "markdown"),
+    "maintain": ("memlane.server.bench.upkeep", "markdown"),
+    "topics": ("memlane.server.bench.topicsbench", "markdown"),
+}
+VIEWS = ("full", "summary")
+
+
+def kind(r: dict[str, Any]) -> str:
+    name = r.get("benchmark") or r.get("dataset")
+    if name not in RENDERERS:
+        raise ValueError(f"not a memlane benchmark report (benchmark/dataset {name!r})")
+    return name
+
+
+def render(r: dict[str, Any], view: str = "full") -> str:
+    """A report as Markdown: every table (``full``), or the one table the README shows (``summary``,
+    LoCoMo only)."""
+    if view == "summary":
+        if kind(r) != "locomo":
+            raise ValueError("the summary view is LoCoMo's only")
+        return locomo_summary_markdown(r)
+    module, name = RENDERERS[kind(r)]
+    return getattr(importlib.import_module(module), name)(r)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def from_file(path: str | Path, view: str = "full", demote: int = 0) -> str:
+    """What a cog block writes: the report at ``path`` rendered; ``demote`` pushes its headings that
+    many levels down, to sit under the page's own."""
+    text = render(load(path), view)
+    if demote:
+        text = "\n".join("#" * demote + line if line.startswith("#") else line for line in text.split("\n"))
+    return text
+
+
+def locomo_summary_markdown(r: dict[str, Any]) -> str:
+    """The README's table: recall@k of the run as configured, over every question, categories 1-4
+    (5 is adversarial) and each category, and where it was measured."""
+    counts = r.get("questions_by_category", {})
+    rec = r["recall"]
+    rows = [
+        ["**all**", r["questions"], *(f"**{_fmt(rec['all'][k])}**" for k in K_LABELS)],
+        [
+            "categories 1-4",
+            sum(n for c, n in counts.items() if c in "1234"),
+            *(rec["cat1_4"][k] for k in K_LABELS),
+        ],
+    ]
+    rows += [
+        [f"category {c}", counts.get(c), *(b[k] for k in K_LABELS)] for c, b in rec["by_category"].items()
+    ]
+    ver = r.get("versions", {})
+    lines = _table(["questions", "n", "R@1", "R@5", "R@10", "R@20"], rows)
+    return "\n".join(
+        [
+            *lines,
+            "",
+            f"{r['conversations']} conversations, {r['config'].get('embedding_model')}, offline; memlane "
+            f"{ver.get('memlane')} at `{ver.get('git')}`.",
+            "",
+        ]
+    )

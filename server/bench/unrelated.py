@@ -1,6 +1,6 @@
 """Questions that no memory answers (server/bench/unrelated.txt): general knowledge and other
 domains, asked against each LoCoMo conversation's project. A good recall returns nothing for them
-(issue 11: the relevance floor must not pad the answer with the least bad memories)."""
+(the relevance floor must not pad the answer with the least bad memories)."""
 
 from __future__ import annotations
 

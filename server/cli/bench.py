@@ -133,6 +133,13 @@ def add_parser(sub) -> None:
     )
     _common(p, plot=False)
 
+    p = bs.add_parser("report", help="render committed benchmark JSON (bench/results/*.json) as Markdown")
+    p.add_argument("files", metavar="FILE", nargs="+", help="a JSON report written by --json")
+    p.add_argument(
+        "--view", choices=("full", "summary"), default="full", help="summary: the README's LoCoMo table"
+    )
+    p.add_argument("--markdown", metavar="OUT", help="also write the Markdown here")
+
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
     p.add_argument("--output", metavar="DIR", default="bench/results")
     p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
@@ -262,6 +269,23 @@ def _topics(args, settings) -> int:
     return 0
 
 
+def _report(args, settings) -> int:
+    from memlane.server.bench import report
+
+    parts = []
+    for f in args.files:
+        try:
+            parts.append(report.render(report.load(f), args.view))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"memlane bench report: {f}: {e}", file=sys.stderr)
+            return 2
+    markdown = "\n".join(parts)
+    print(markdown)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
+    return 0
+
+
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
     here = Path(__file__).resolve().parents[2]
@@ -314,6 +338,7 @@ def run(args, settings) -> int:
         "load": _load,
         "maintain": _maintain,
         "topics": _topics,
+        "report": _report,
         "all": _all,
     }
     return handlers[args.bench](args, settings)
