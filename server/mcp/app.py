@@ -1,0 +1,104 @@
+"""The MCP server, assembled: the instructions that tell the client's model when to use memlane,
+the tools (``tools.py``) and resources (``resources.py``) registered in one place, and the lifespan
+that hands every call the process's ``State``.
+
+Start-up is non-blocking: the server answers ``initialize`` and ``tools/list`` at once while the
+database starts and the embedding model loads in the background; the first tool call waits for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from memlane.pipeline.engine import Engine
+from memlane.server.auth.http import HttpAuth
+from memlane.server.mcp import resources, tools
+from memlane.server.mcp.state import VERSION, State
+from memlane.server.settings import Settings
+
+__all__ = ["INSTRUCTIONS", "State", "build_server"]
+
+INSTRUCTIONS = """\
+memlane is your long-term memory: it keeps what you learn across conversations.
+
+Call `remember` whenever you learn something durable: the user's preferences and habits, decisions
+and their reasons, facts about people, projects, deadlines and incidents, corrections the user
+makes. One fact per call, in a full sentence that makes sense on its own later ("Alice prefers
+tabs over spaces in Python projects", not "tabs"). Pass `occurred_at` when the fact has a date and
+`project` to keep a project's memories apart.
+
+Call `recall` before you answer anything about the user, their projects or past work, and before
+you ask the user something they may already have told you. Ask in words ("which database did we
+pick for billing and why?"). Use `update` when a memory has become wrong and `forget` when the user
+asks you to forget something.
+
+Call `ingest` to hand over a whole conversation or document when the user asks you to keep it (or a
+long session ends): memlane splits it, drops acknowledgements and filler, skips what it already
+knows, and says what it stored. `remember` answers with `similar` memories when one already says
+nearly the same: update that one instead of keeping both when the new one replaces it.
+"""
+
+# In the order tools/list shows them.
+TOOLS = [
+    (
+        tools.remember,
+        ToolAnnotations(title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    ),
+    (
+        tools.ingest,
+        ToolAnnotations(title="Ingest", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    ),
+    (tools.recall, ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False)),
+    (
+        tools.forget,
+        ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    ),
+    (
+        tools.update,
+        ToolAnnotations(title="Update", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    ),
+]
+
+
+def build_server(
+    settings: Settings, *, engine: Engine | None = None, auth: HttpAuth | None = None
+) -> tuple[MCPServer, State]:
+    """``auth``: the HTTP transports' access control (``serve`` builds it); without it every call
+    is the local user's (stdio, in-process clients)."""
+    state = State(settings, engine, auth)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[State]:
+        state.start()
+        yield state
+
+    server = MCPServer(
+        "memlane",
+        title="memlane",
+        description="Long-term memory for LLM agents",
+        instructions=INSTRUCTIONS,
+        version=VERSION,
+        lifespan=lifespan,
+        log_level=settings.server.log_level,
+        **({"auth": auth.settings, "token_verifier": auth.verifier} if auth is not None else {}),
+    )
+    for fn, hints in TOOLS:
+        server.add_tool(fn, annotations=hints)
+    server.resource(
+        "memlane://stats",
+        name="stats",
+        description="Memory counts per project, embedding model, schema version.",
+        mime_type="application/json",
+    )(partial(resources.stats, state))
+    server.resource(
+        "memlane://projects/{project}/categories",
+        name="categories",
+        description="A project's categories with their memory counts, key terms and summaries.",
+        mime_type="application/json",
+    )(resources.categories)
+    return server, state
