@@ -14,6 +14,7 @@ from memlane.pipeline.errors import InvalidInput, MemlaneError
 from memlane.pipeline.recall import render
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
+from memlane.server.version import VERSION
 
 # Fields an export line carries that import recomputes or ignores.
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
@@ -352,9 +353,8 @@ async def cmd_doctor(engine: Engine, args) -> int:
                 "used only when the MCP client declares the sampling capability (VS Code does, Claude "
                 "Desktop does not); deprecated by the 2026-07-28 MCP spec. Without it those stages fall back."
             )
-    versions = {}
+    versions = {"memlane": VERSION}
     for pkg in (
-        "memlane",
         "mcp",
         "psycopg",
         "pgvector",

@@ -18,8 +18,9 @@ from mcp.types import ToolAnnotations
 from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import HttpAuth
 from memlane.server.mcp import resources, tools
-from memlane.server.mcp.state import VERSION, State
+from memlane.server.mcp.state import State
 from memlane.server.settings import Settings
+from memlane.server.version import VERSION
 
 __all__ = ["INSTRUCTIONS", "State", "build_server"]
 

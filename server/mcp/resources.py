@@ -12,7 +12,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from memlane.pipeline.errors import MemlaneError
-from memlane.server.mcp.state import VERSION, State, state_of
+from memlane.server.mcp.state import State, state_of
+from memlane.server.version import VERSION
 
 
 async def stats(state: State) -> str:

@@ -31,8 +31,6 @@ from memlane.server.settings import Settings
 
 log = logging.getLogger("memlane.server")
 
-VERSION = "0.1.0"
-
 
 class State:
     """Process-wide: one engine for every session (SSE runs the lifespan once per connection).
