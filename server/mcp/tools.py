@@ -10,10 +10,9 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
-from memlane.pipeline import access
 from memlane.pipeline.recall import render
 from memlane.pipeline.remember.inputs import MemoryPatch
-from memlane.server.auth.projects import ALL, readable_projects, resolve_projects, wants_all
+from memlane.server.auth.projects import resolve_projects
 from memlane.server.mcp import params as p
 from memlane.server.mcp.models import (
     ForgetResult,
@@ -122,11 +121,7 @@ async def recall(
     state = state_of(ctx)
     who = state.caller()
     async with state.call() as eng:
-        if wants_all(project):  # "*" is every project: only a token that covers them all may ask
-            access.check(who, ALL)
-        project, current_project = await resolve_projects(
-            eng, project, current_project, readable=lambda names: readable_projects(names, who)
-        )
+        project, current_project = await resolve_projects(eng, project, current_project, principal=who)
         req = eng.recall_request(
             query,
             project=project,
