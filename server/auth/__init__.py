@@ -1,2 +1,2 @@
 """Who may call: HTTP bearer tokens (``http``), the token store (``token_store``) and which
-projects a principal reads (``projects``)."""
+projects ``project="*"`` names (``projects``); ``pipeline/access.py`` decides who reads what."""

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -272,8 +273,6 @@ class HttpAuth:
 
     @property
     def resource_metadata_url(self) -> str:
-        from mcp.server.auth.routes import build_resource_metadata_url
-
         return str(build_resource_metadata_url(self.settings.resource_server_url))
 
     def install(self, app: Starlette) -> None:

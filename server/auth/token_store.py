@@ -35,7 +35,6 @@ from memlane.pipeline.errors import ConfigError, InvalidInput
 log = logging.getLogger("memlane.auth")
 
 PREFIX = "mlt_"
-FILE_NAME = "tokens.json"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 

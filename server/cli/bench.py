@@ -4,6 +4,9 @@ concurrent load over streamable HTTP, or all of them.
 Each benchmark prints its Markdown tables on stdout, progress on stderr, and writes the JSON
 report (the stable, documented layout), a Markdown file and a PNG chart when asked. Nothing here
 is a pass/fail test: the latency targets are reported, never asserted.
+
+Each benchmark's module is imported by the function that runs it: ``memlane`` builds this parser
+on every start-up, and those modules load the engine, which takes seconds to import.
 """
 
 from __future__ import annotations

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from memlane.pipeline import maintain
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError
+from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
+from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.server.auth.projects import resolve_projects
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
+from memlane.server.version import VERSION
 
 # Fields an export line carries that import recomputes or ignores.
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
@@ -31,8 +39,6 @@ async def with_engine(settings: Settings, handler, args) -> int:
 
 
 def _progress(total: int | None, desc: str):
-    from tqdm import tqdm
-
     return tqdm(total=total, desc=desc, unit="mem", file=sys.stderr, disable=None)
 
 
@@ -113,8 +119,6 @@ def _project_option(values: list[str] | None) -> str | list[str] | None:
 
 
 async def cmd_recall(engine: Engine, args) -> int:
-    from memlane.server.auth.projects import resolve_projects
-
     project, current = await resolve_projects(
         engine, _project_option(args.project), getattr(args, "current_project", None)
     )
@@ -196,8 +200,6 @@ async def cmd_import(engine: Engine, args) -> int:
     """Validates the whole file first (nothing is written if a line is bad), then writes in batches.
     Memories are identified by project, content and occurred_at, so re-running the same file (after
     an interruption, say) adds only what is missing."""
-    from memlane.pipeline.remember.inputs import MemoryInput
-
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be at least 1")
     numbered, errors = _read_jsonl(args.file, args.project)
@@ -261,8 +263,6 @@ async def cmd_reembed(engine: Engine, args) -> int:
 async def cmd_maintain(engine: Engine, args) -> int:
     """Run the upkeep tasks (pipeline/maintain.py), one progress bar each on stderr; the report is
     one JSON object on stdout."""
-    from memlane.pipeline import maintain
-
     if args.list:
         for task in maintain.TASKS.values():
             print(f"{task.name}\t{task.description}")
@@ -287,8 +287,6 @@ async def cmd_maintain(engine: Engine, args) -> int:
 
 
 async def cmd_doctor(engine: Engine, args) -> int:
-    from importlib.metadata import PackageNotFoundError, version
-
     ok = True
     report: dict[str, Any] = {}
     report["data_dir"] = str(engine.data_dir) if engine.dsn_kind == "embedded" else None
@@ -327,8 +325,6 @@ async def cmd_doctor(engine: Engine, args) -> int:
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False
         report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
-    from memlane.pipeline.llm import prompts
-
     try:  # every packaged template parses, and no released version was edited
         report["prompts"] = sorted(
             p.id for versions in prompts.catalogue().values() for p in versions.values()
@@ -352,9 +348,8 @@ async def cmd_doctor(engine: Engine, args) -> int:
                 "used only when the MCP client declares the sampling capability (VS Code does, Claude "
                 "Desktop does not); deprecated by the 2026-07-28 MCP spec. Without it those stages fall back."
             )
-    versions = {}
+    versions = {"memlane": VERSION}
     for pkg in (
-        "memlane",
         "mcp",
         "psycopg",
         "pgvector",
@@ -364,8 +359,8 @@ async def cmd_doctor(engine: Engine, args) -> int:
         "tiktoken",
     ):
         try:
-            versions[pkg] = version(pkg)
-        except PackageNotFoundError:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
             versions[pkg] = None
     report["versions"] = versions
     report["status"] = "ok" if ok else "problems found"
@@ -375,8 +370,6 @@ async def cmd_doctor(engine: Engine, args) -> int:
 
 def cmd_prompts(args) -> int:
     """``memlane prompts list`` and ``memlane prompts show NAME[@VERSION]``; no database needed."""
-    from memlane.pipeline.llm import prompts
-
     if args.prompts_command == "list":
         for _, versions in sorted(prompts.catalogue().items()):
             for version, p in sorted(versions.items()):
@@ -398,7 +391,7 @@ def cmd_prompts(args) -> int:
 def cmd_token(args, settings: Settings) -> int:
     """``memlane token create|list|revoke``: the tokens file only, no database. ``create`` prints
     the token alone on the last line of stdout (and nowhere else, ever); the rest goes to stderr."""
-    from memlane.server.auth.http import token_store
+    from memlane.server.auth.http import token_store  # the MCP SDK's auth stack: seconds to import
 
     store = token_store(settings)
     if args.token_command == "create":

@@ -12,6 +12,7 @@ from typing import Any
 
 from memlane.pipeline.errors import ConfigError, MemlaneError
 from memlane.server import logs, shutdown
+from memlane.server.cli import bench as bench_cli
 from memlane.server.settings import Settings, load
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
@@ -129,8 +130,6 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 
-    from memlane.server.cli import bench as bench_cli
-
     bench_cli.add_parser(sub)
     return p
 
@@ -151,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
     shutdown.exit_cleanly_on_sigterm()
+    # Each command imports what it runs, here: the MCP SDK, the web stack and the engine each take
+    # seconds to import, and most commands need only one of them.
     try:
         if args.command == "serve":
             from memlane.server.mcp.serve import serve
@@ -169,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
 
             return cmd_token(args, settings)
         if args.command == "bench":
-            from memlane.server.cli import bench as bench_cli
-
             return bench_cli.run(args, settings)
         from memlane.server.cli import commands
 

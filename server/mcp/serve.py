@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 
 import anyio
+import uvicorn
 
+from memlane.server.auth.http import RequireAllProjects, http_auth, refusal, token_store, transport_security
 from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
+from memlane.server.ui import run as ui_run
 
 log = logging.getLogger("memlane.server")
 
@@ -24,17 +27,13 @@ def serve(
     host = host or settings.server.host
     port = port or settings.server.port
     if settings.ui.enabled and transport == "http":
-        from memlane.server.ui.run import refusal
-
-        if why := refusal(host):
+        if why := ui_run.refusal(host):
             log.error("memlane serve: %s Set [ui] enabled = false to serve MCP on %s.", why, host)
             return 2
     if settings.ui.enabled and transport != "http":
         log.warning("[ui] enabled: the memory browser is served with --transport http only (or: memlane ui)")
     auth = None
     if transport != "stdio":
-        from memlane.server.auth.http import http_auth, refusal, token_store
-
         store = token_store(settings)
         if why := refusal(settings, host, store):
             log.error("memlane serve: %s", why)
@@ -55,10 +54,6 @@ def serve(
             if transport == "stdio":
                 await server.run_stdio_async()
             else:
-                import uvicorn
-
-                from memlane.server.auth.http import RequireAllProjects, transport_security
-
                 security = transport_security(settings, host)
                 limit = settings.server.max_request_body_bytes
                 app = (
@@ -71,7 +66,7 @@ def serve(
                 auth.install(app)
                 path = "/mcp" if transport == "http" else "/sse"
                 if settings.ui.enabled and transport == "http":
-                    from memlane.server.ui.mount import mount_ui
+                    from memlane.server.ui.mount import mount_ui  # the web stack, only with [ui] enabled
 
                     mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
                     log.info("memlane memory browser on http://%s:%d/ui/", host, port)

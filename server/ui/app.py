@@ -5,6 +5,9 @@ Every page reads through the Engine methods the MCP tools and the CLI use (``rec
 ``pipeline/store/browse.py``; there is no second data path. Changes are POST forms checked for
 CSRF (``security.py``); GET never changes anything, and the browser's own recalls do not count as
 accesses (``touch=False``): looking at a memory is not the assistant using it.
+
+Each page is a function of the request and the engine; ``create_app`` registers them under
+``handler`` and puts what they share (the engine, the recall log, CSRF, templates) on ``app.state``.
 """
 
 from __future__ import annotations
@@ -68,6 +71,297 @@ def _templates() -> jinja2.Environment:
     return env
 
 
+def _root(request: Request) -> str:
+    return request.scope.get("root_path", "").rstrip("/")
+
+
+def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    state = request.app.state
+    cookie = request.cookies.get(COOKIE)
+    new_cookie = None if cookie else Csrf.new_cookie()
+    html = state.templates.get_template(template).render(
+        root=_root(request),
+        path=request.url.path,
+        csrf_field=FIELD,
+        csrf_token=state.csrf.token_for(cookie or new_cookie),
+        **{"nav": "", **context},
+    )
+    response = HTMLResponse(html, status_code=status)
+    if new_cookie:
+        response.set_cookie(COOKIE, new_cookie, path=_root(request) or "/", httponly=True, samesite="strict")
+    return response
+
+
+def error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
+    return page(request, "error.html", status=status, title=title, message=message)
+
+
+def handler(fn: Callable[[Request, Engine], Awaitable[Response]]):
+    """Run a page with the engine, turning memlane's errors into pages that say what to do."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            engine = await request.app.state.get_engine()
+        except Exception as e:  # the database could not start: every page would fail the same
+            log.warning("memory browser: engine unavailable: %s", e)
+            return error(request, 503, "memlane is not ready", f"The database is not available: {e}")
+        try:
+            return await fn(request, engine)
+        except forms.BadRequest as e:
+            return error(request, 400, "That request cannot be answered", str(e))
+        except InvalidInput as e:
+            return error(request, 400, "That request cannot be answered", str(e))
+        except NotFound as e:
+            return error(request, 404, "Not found", str(e))
+        except (DatabaseUnavailable, StoreError) as e:
+            return error(request, 503, "The database failed", str(e))
+        except MemlaneError as e:
+            return error(request, 500, "memlane failed", str(e))
+
+    return endpoint
+
+
+async def checked_form(request: Request) -> dict[str, Any] | Response:
+    form = await request.form()
+    why = request.app.state.csrf.check(request, form.get(FIELD))
+    if why:
+        return error(
+            request, 403, "Change refused", f"Nothing was changed: {why}. Reload the page and try again."
+        )
+    return {k: v for k, v in form.multi_items()}
+
+
+def redirect(request: Request, path: str) -> RedirectResponse:
+    return RedirectResponse(_root(request) + path, status_code=303)
+
+
+async def not_found(request: Request, exc: HTTPException) -> Response:
+    if exc.status_code == 405:
+        return error(request, 405, "Method not allowed", "This address does not accept that method.")
+    return error(request, exc.status_code, "Not found", f"Nothing lives at {request.url.path}.")
+
+
+# -- pages ------------------------------------------------------------------------------------------
+
+
+async def projects(request: Request, engine: Engine) -> Response:
+    rows = []
+    for p in await engine.projects():
+        newest = await engine.browse(p.project, limit=3)
+        rows.append(
+            {
+                "project": p.project,
+                "memories": p.memories,
+                "categories": (await engine.project_categories(p.project))[:6],
+                "newest": newest.memories,
+                "recalled": await engine.most_recalled(p.project, 3),
+            }
+        )
+    return page(request, "projects.html", title="Projects", nav="projects", projects=rows)
+
+
+async def project(request: Request, engine: Engine) -> Response:
+    name = request.path_params["project"]
+    size = await engine.project_size(name) if name.strip() else 0
+    if size == 0:
+        return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
+    qp = request.query_params
+    q = qp.get("q", "").strip()
+    category = qp.get("category") or None
+    tags = [t.strip() for t in ",".join(qp.getlist("tag")).split(",") if t.strip()]
+    pinned = {"": None, "yes": True, "no": False}.get(qp.get("pinned", ""), "bad")
+    if pinned == "bad":
+        raise forms.BadRequest(f"pinned must be yes, no or empty; got {qp.get('pinned')!r}")
+    filters = {
+        "q": q,
+        "sort": forms.choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
+        "order": forms.choice(qp.get("order"), "order", ("desc", "asc"), "desc"),
+        "category": category or "",
+        "tag": ", ".join(tags),
+        "pinned": qp.get("pinned", ""),
+        "since": qp.get("since", ""),
+        "until": qp.get("until", ""),
+    }
+    limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
+    context: dict[str, Any] = {
+        "title": name,
+        "nav": "projects",
+        "project": name,
+        "size": size,
+        "filters": filters,
+        # Names only: counting them would read the whole project on every page.
+        "categories": await engine.category_names(name),
+        "notice": {"forgotten": "The memory was forgotten."}.get(qp.get("done", ""), ""),
+    }
+    if q:
+        # Search is recall itself (all nine stages), so the list shows what the assistant would get.
+        req = engine.recall_request(
+            q,
+            project=name,
+            limit=forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
+            max_tokens=10**9,  # a list to look at, not a context window: no token budget
+            category=category,
+            tags=tags,
+            explain=True,
+        )
+        result = await engine.recall(req, touch=False)
+        request.app.state.recalls.record(result.trace, source="ui")
+        context["results"] = result.memories
+        context["total_ms"] = result.trace.total_ms
+    else:
+        cursor, before = qp.get("cursor") or None, qp.get("before") or None
+        browse = await engine.browse(
+            name,
+            sort=filters["sort"],
+            descending=filters["order"] == "desc",
+            category=category,
+            tags=tags,
+            pinned=pinned,
+            since=filters["since"] or None,
+            until=filters["until"] or None,
+            cursor=cursor,
+            before=before,
+            limit=limit,
+        )
+        context["memories"] = browse.memories
+        keep = {k: v for k, v in filters.items() if v and k != "q"}
+        if limit != PAGE_SIZE:
+            keep["limit"] = limit
+        context["first_page"] = urlencode(keep) if browse.prev_cursor else None
+        context["prev_page"] = (
+            urlencode({**keep, "before": browse.prev_cursor}) if browse.prev_cursor else None
+        )
+        context["next_page"] = (
+            urlencode({**keep, "cursor": browse.next_cursor}) if browse.next_cursor else None
+        )
+    return page(request, "project.html", **context)
+
+
+async def memory(request: Request, engine: Engine) -> Response:
+    m = await engine.get(request.path_params["id"])
+    notice = {"saved": "Saved.", "unchanged": "Nothing was changed."}.get(
+        request.query_params.get("done", ""), ""
+    )
+    return page(request, "memory.html", title="Memory", nav="projects", m=m, notice=notice)
+
+
+async def edit(request: Request, engine: Engine) -> Response:
+    form = await checked_form(request)
+    if isinstance(form, Response):
+        return form
+    m = await engine.get(request.path_params["id"])
+    changes = forms.edit_changes(m, form)
+    if not changes:
+        return redirect(request, f"/memories/{m.id}?done=unchanged")
+    await engine.update(m.id, changes)
+    return redirect(request, f"/memories/{m.id}?done=saved")
+
+
+async def pin(request: Request, engine: Engine) -> Response:
+    form = await checked_form(request)
+    if isinstance(form, Response):
+        return form
+    if form.get("pinned") not in ("true", "false"):
+        raise forms.BadRequest("pinned must be true or false")
+    m = await engine.update(request.path_params["id"], {"pinned": form["pinned"] == "true"})
+    return redirect(request, f"/memories/{m.id}?done=saved")
+
+
+async def priority(request: Request, engine: Engine) -> Response:
+    form = await checked_form(request)
+    if isinstance(form, Response):
+        return form
+    value = forms.whole_number(str(form.get("priority", "")) or None, "priority", -1, 1, 5)
+    if value == -1:
+        raise forms.BadRequest("priority is missing: give a number from 1 to 5")
+    m = await engine.update(request.path_params["id"], {"priority": value})
+    return redirect(request, f"/memories/{m.id}?done=saved")
+
+
+async def forget_confirm(request: Request, engine: Engine) -> Response:
+    m = await engine.get(request.path_params["id"])
+    return page(request, "forget.html", title="Forget this memory?", nav="projects", m=m)
+
+
+async def forget(request: Request, engine: Engine) -> Response:
+    form = await checked_form(request)
+    if isinstance(form, Response):
+        return form
+    if form.get("confirm") != "yes":
+        raise forms.BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
+    m = await engine.forget(request.path_params["id"])
+    if await engine.project_size(m.project) == 0:  # its last memory: the project is gone too
+        return redirect(request, "/")
+    return redirect(request, f"/projects/{quote(m.project, safe='')}?done=forgotten")
+
+
+async def recall(request: Request, engine: Engine) -> Response:
+    qp = request.query_params
+    cfg = engine.config.recall
+    names = [p.project for p in await engine.projects()]
+    form = {
+        "q": qp.get("q", ""),
+        "project": qp.get("project") or (names[0] if names else engine.config.default_project),
+        "limit": forms.whole_number(qp.get("limit"), "limit", cfg.default_limit, 1, cfg.max_limit),
+        "max_tokens": forms.whole_number(
+            qp.get("max_tokens"), "max_tokens", cfg.default_max_tokens, 1, 10**7
+        ),
+        "budget": forms.choice(qp.get("budget"), "budget", BUDGETS, "mid"),
+        "mode": forms.choice(qp.get("mode"), "mode", MODES, cfg.mode),
+    }
+    context: dict[str, Any] = {
+        "title": "Recall explorer",
+        "nav": "recall",
+        "form": form,
+        "projects": names,
+        "budgets": BUDGETS,
+        "modes": MODES,
+    }
+    if form["q"].strip():
+        req = engine.recall_request(
+            form["q"],
+            project=form["project"],
+            limit=form["limit"],
+            max_tokens=form["max_tokens"],
+            budget=form["budget"],
+            mode=form["mode"],
+            explain=True,
+        )
+        result = await engine.recall(req, touch=False)
+        trace = result.trace.as_dict()
+        request.app.state.recalls.record(trace, source="ui")
+        returned = {m.id: i + 1 for i, (m, _) in enumerate(result.memories)}
+        arms: list[str] = []  # every arm any candidate has a score on, in order of appearance
+        for c in result.ranked:
+            arms.extend(a for a in c.arm_scores if a not in arms)
+        context.update(
+            result=result,
+            trace=trace,
+            picture=charts.trace_picture(trace),
+            arms=arms,
+            ranked=result.ranked[:100],
+            returned=returned,
+        )
+    return page(request, "recall.html", **context)
+
+
+async def stats(request: Request, engine: Engine) -> Response:
+    data = await engine.stats()
+    unit, points = charts.bucket_counts(await engine.created_per_day())
+    summary = request.app.state.recalls.summary()
+    return page(
+        request,
+        "stats.html",
+        title="Stats",
+        nav="stats",
+        stats=data,
+        unit=unit,
+        chart=charts.bar_chart(points),
+        summary=summary,
+        latency=charts.latency_chart(summary),
+    )
+
+
 def create_app(
     get_engine: Callable[[], Awaitable[Engine]],
     *,
@@ -78,284 +372,7 @@ def create_app(
 ) -> Starlette:
     """The browser as an ASGI app. ``get_engine`` returns the opened engine (waiting for start-up
     when needed). ``allowed_hosts``: Host headers to answer (default: loopback names only, so a
-    web page cannot reach it through DNS rebinding)."""
-    env = _templates()
-    csrf = Csrf(csrf_secret)
-
-    def root(request: Request) -> str:
-        return request.scope.get("root_path", "").rstrip("/")
-
-    def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        cookie = request.cookies.get(COOKIE)
-        new_cookie = None if cookie else Csrf.new_cookie()
-        html = env.get_template(template).render(
-            root=root(request),
-            path=request.url.path,
-            csrf_field=FIELD,
-            csrf_token=csrf.token_for(cookie or new_cookie),
-            **{"nav": "", **context},
-        )
-        response = HTMLResponse(html, status_code=status)
-        if new_cookie:
-            response.set_cookie(
-                COOKIE, new_cookie, path=root(request) or "/", httponly=True, samesite="strict"
-            )
-        return response
-
-    def error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-        return page(request, "error.html", status=status, title=title, message=message)
-
-    def handler(fn: Callable[[Request, Engine], Awaitable[Response]]):
-        """Run a page with the engine, turning memlane's errors into pages that say what to do."""
-
-        async def endpoint(request: Request) -> Response:
-            try:
-                engine = await get_engine()
-            except Exception as e:  # the database could not start: every page would fail the same
-                log.warning("memory browser: engine unavailable: %s", e)
-                return error(request, 503, "memlane is not ready", f"The database is not available: {e}")
-            try:
-                return await fn(request, engine)
-            except forms.BadRequest as e:
-                return error(request, 400, "That request cannot be answered", str(e))
-            except InvalidInput as e:
-                return error(request, 400, "That request cannot be answered", str(e))
-            except NotFound as e:
-                return error(request, 404, "Not found", str(e))
-            except (DatabaseUnavailable, StoreError) as e:
-                return error(request, 503, "The database failed", str(e))
-            except MemlaneError as e:
-                return error(request, 500, "memlane failed", str(e))
-
-        return endpoint
-
-    async def checked_form(request: Request) -> dict[str, Any] | Response:
-        form = await request.form()
-        why = csrf.check(request, form.get(FIELD))
-        if why:
-            return error(
-                request, 403, "Change refused", f"Nothing was changed: {why}. Reload the page and try again."
-            )
-        return {k: v for k, v in form.multi_items()}
-
-    def redirect(request: Request, path: str) -> RedirectResponse:
-        return RedirectResponse(root(request) + path, status_code=303)
-
-    # -- pages ------------------------------------------------------------------------------------
-
-    async def projects(request: Request, engine: Engine) -> Response:
-        rows = []
-        for p in await engine.projects():
-            newest = await engine.browse(p.project, limit=3)
-            rows.append(
-                {
-                    "project": p.project,
-                    "memories": p.memories,
-                    "categories": (await engine.project_categories(p.project))[:6],
-                    "newest": newest.memories,
-                    "recalled": await engine.most_recalled(p.project, 3),
-                }
-            )
-        return page(request, "projects.html", title="Projects", nav="projects", projects=rows)
-
-    async def project(request: Request, engine: Engine) -> Response:
-        name = request.path_params["project"]
-        size = await engine.project_size(name) if name.strip() else 0
-        if size == 0:
-            return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
-        qp = request.query_params
-        q = qp.get("q", "").strip()
-        category = qp.get("category") or None
-        tags = [t.strip() for t in ",".join(qp.getlist("tag")).split(",") if t.strip()]
-        pinned = {"": None, "yes": True, "no": False}.get(qp.get("pinned", ""), "bad")
-        if pinned == "bad":
-            raise forms.BadRequest(f"pinned must be yes, no or empty; got {qp.get('pinned')!r}")
-        filters = {
-            "q": q,
-            "sort": forms.choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
-            "order": forms.choice(qp.get("order"), "order", ("desc", "asc"), "desc"),
-            "category": category or "",
-            "tag": ", ".join(tags),
-            "pinned": qp.get("pinned", ""),
-            "since": qp.get("since", ""),
-            "until": qp.get("until", ""),
-        }
-        limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
-        context: dict[str, Any] = {
-            "title": name,
-            "nav": "projects",
-            "project": name,
-            "size": size,
-            "filters": filters,
-            # Names only: counting them would read the whole project on every page.
-            "categories": await engine.category_names(name),
-            "notice": {"forgotten": "The memory was forgotten."}.get(qp.get("done", ""), ""),
-        }
-        if q:
-            # Search is recall itself (all nine stages), so the list shows what the assistant would get.
-            req = engine.recall_request(
-                q,
-                project=name,
-                limit=forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
-                max_tokens=10**9,  # a list to look at, not a context window: no token budget
-                category=category,
-                tags=tags,
-                explain=True,
-            )
-            result = await engine.recall(req, touch=False)
-            recalls.record(result.trace, source="ui")
-            context["results"] = result.memories
-            context["total_ms"] = result.trace.total_ms
-        else:
-            cursor, before = qp.get("cursor") or None, qp.get("before") or None
-            browse = await engine.browse(
-                name,
-                sort=filters["sort"],
-                descending=filters["order"] == "desc",
-                category=category,
-                tags=tags,
-                pinned=pinned,
-                since=filters["since"] or None,
-                until=filters["until"] or None,
-                cursor=cursor,
-                before=before,
-                limit=limit,
-            )
-            context["memories"] = browse.memories
-            keep = {k: v for k, v in filters.items() if v and k != "q"}
-            if limit != PAGE_SIZE:
-                keep["limit"] = limit
-            context["first_page"] = urlencode(keep) if browse.prev_cursor else None
-            context["prev_page"] = (
-                urlencode({**keep, "before": browse.prev_cursor}) if browse.prev_cursor else None
-            )
-            context["next_page"] = (
-                urlencode({**keep, "cursor": browse.next_cursor}) if browse.next_cursor else None
-            )
-        return page(request, "project.html", **context)
-
-    async def memory(request: Request, engine: Engine) -> Response:
-        m = await engine.get(request.path_params["id"])
-        notice = {"saved": "Saved.", "unchanged": "Nothing was changed."}.get(
-            request.query_params.get("done", ""), ""
-        )
-        return page(request, "memory.html", title="Memory", nav="projects", m=m, notice=notice)
-
-    async def edit(request: Request, engine: Engine) -> Response:
-        form = await checked_form(request)
-        if isinstance(form, Response):
-            return form
-        m = await engine.get(request.path_params["id"])
-        changes = forms.edit_changes(m, form)
-        if not changes:
-            return redirect(request, f"/memories/{m.id}?done=unchanged")
-        await engine.update(m.id, changes)
-        return redirect(request, f"/memories/{m.id}?done=saved")
-
-    async def pin(request: Request, engine: Engine) -> Response:
-        form = await checked_form(request)
-        if isinstance(form, Response):
-            return form
-        if form.get("pinned") not in ("true", "false"):
-            raise forms.BadRequest("pinned must be true or false")
-        m = await engine.update(request.path_params["id"], {"pinned": form["pinned"] == "true"})
-        return redirect(request, f"/memories/{m.id}?done=saved")
-
-    async def priority(request: Request, engine: Engine) -> Response:
-        form = await checked_form(request)
-        if isinstance(form, Response):
-            return form
-        value = forms.whole_number(str(form.get("priority", "")) or None, "priority", -1, 1, 5)
-        if value == -1:
-            raise forms.BadRequest("priority is missing: give a number from 1 to 5")
-        m = await engine.update(request.path_params["id"], {"priority": value})
-        return redirect(request, f"/memories/{m.id}?done=saved")
-
-    async def forget_confirm(request: Request, engine: Engine) -> Response:
-        m = await engine.get(request.path_params["id"])
-        return page(request, "forget.html", title="Forget this memory?", nav="projects", m=m)
-
-    async def forget(request: Request, engine: Engine) -> Response:
-        form = await checked_form(request)
-        if isinstance(form, Response):
-            return form
-        if form.get("confirm") != "yes":
-            raise forms.BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
-        m = await engine.forget(request.path_params["id"])
-        if await engine.project_size(m.project) == 0:  # its last memory: the project is gone too
-            return redirect(request, "/")
-        return redirect(request, f"/projects/{quote(m.project, safe='')}?done=forgotten")
-
-    async def recall(request: Request, engine: Engine) -> Response:
-        qp = request.query_params
-        cfg = engine.config.recall
-        names = [p.project for p in await engine.projects()]
-        form = {
-            "q": qp.get("q", ""),
-            "project": qp.get("project") or (names[0] if names else engine.config.default_project),
-            "limit": forms.whole_number(qp.get("limit"), "limit", cfg.default_limit, 1, cfg.max_limit),
-            "max_tokens": forms.whole_number(
-                qp.get("max_tokens"), "max_tokens", cfg.default_max_tokens, 1, 10**7
-            ),
-            "budget": forms.choice(qp.get("budget"), "budget", BUDGETS, "mid"),
-            "mode": forms.choice(qp.get("mode"), "mode", MODES, cfg.mode),
-        }
-        context: dict[str, Any] = {
-            "title": "Recall explorer",
-            "nav": "recall",
-            "form": form,
-            "projects": names,
-            "budgets": BUDGETS,
-            "modes": MODES,
-        }
-        if form["q"].strip():
-            req = engine.recall_request(
-                form["q"],
-                project=form["project"],
-                limit=form["limit"],
-                max_tokens=form["max_tokens"],
-                budget=form["budget"],
-                mode=form["mode"],
-                explain=True,
-            )
-            result = await engine.recall(req, touch=False)
-            trace = result.trace.as_dict()
-            recalls.record(trace, source="ui")
-            returned = {m.id: i + 1 for i, (m, _) in enumerate(result.memories)}
-            arms: list[str] = []  # every arm any candidate has a score on, in order of appearance
-            for c in result.ranked:
-                arms.extend(a for a in c.arm_scores if a not in arms)
-            context.update(
-                result=result,
-                trace=trace,
-                picture=charts.trace_picture(trace),
-                arms=arms,
-                ranked=result.ranked[:100],
-                returned=returned,
-            )
-        return page(request, "recall.html", **context)
-
-    async def stats(request: Request, engine: Engine) -> Response:
-        data = await engine.stats()
-        unit, points = charts.bucket_counts(await engine.created_per_day())
-        summary = recalls.summary()
-        return page(
-            request,
-            "stats.html",
-            title="Stats",
-            nav="stats",
-            stats=data,
-            unit=unit,
-            chart=charts.bar_chart(points),
-            summary=summary,
-            latency=charts.latency_chart(summary),
-        )
-
-    async def not_found(request: Request, exc: HTTPException) -> Response:
-        if exc.status_code == 405:
-            return error(request, 405, "Method not allowed", "This address does not accept that method.")
-        return error(request, exc.status_code, "Not found", f"Nothing lives at {request.url.path}.")
-
+    web page cannot reach it through DNS rebinding). The pages read all four from ``app.state``."""
     routes = [
         Route("/", handler(projects), name="projects"),
         Route("/projects/{project:path}", handler(project), name="project"),
@@ -373,9 +390,14 @@ def create_app(
         Middleware(SecurityHeaders),
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS),
     ]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,
     )
+    app.state.get_engine = get_engine
+    app.state.recalls = recalls
+    app.state.csrf = Csrf(csrf_secret)
+    app.state.templates = _templates()
+    return app

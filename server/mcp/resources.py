@@ -1,0 +1,40 @@
+"""The two resources: ``memlane://stats`` and ``memlane://projects/{project}/categories``.
+
+Their errors reach the client as resource errors (a tool's would be a tool result with isError).
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import unquote
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+
+from memlane.pipeline.errors import MemlaneError
+from memlane.server.mcp.state import State, state_of
+from memlane.server.version import VERSION
+
+
+async def stats(state: State) -> str:
+    """Memory counts per project, embedding model, schema version. The SDK gives a static resource
+    no context, so ``app.py`` binds ``state`` when it registers this one."""
+    try:
+        who = state.caller()
+        eng = await state.ready()
+        data = await eng.stats(principal=who)
+    except (ToolError, MemlaneError) as e:
+        raise ResourceError(str(e)) from None
+    data["server_version"] = VERSION
+    return json.dumps(data, sort_keys=True)
+
+
+async def categories(project: str, ctx: Context) -> str:
+    """A project's categories with their memory counts, key terms and summaries."""
+    try:
+        eng = await state_of(ctx).ready()
+        project = unquote(project)  # the URI's segment, percent-decoded
+        rows = await eng.category_summaries(project)
+    except (ToolError, MemlaneError) as e:
+        raise ResourceError(str(e)) from None
+    return json.dumps({"project": project, "categories": [s.as_dict() for s in rows]}, ensure_ascii=False)

@@ -1,0 +1,135 @@
+"""What every tool call shares: the process's one engine and its start-up (``State``), who is
+calling (``State.caller``) and the turn of memlane's errors into tool errors (``State.call``).
+
+The lifespan yields the ``State``; tools reach it through ``state_of(ctx)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+
+from memlane.pipeline.access import Principal
+from memlane.pipeline.engine import Engine
+from memlane.pipeline.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    MemlaneError,
+    NotAllowed,
+    NotFound,
+    StoreError,
+)
+from memlane.server.auth.http import HttpAuth, principal_of
+from memlane.server.settings import Settings
+
+log = logging.getLogger("memlane.server")
+
+
+class State:
+    """Process-wide: one engine for every session (SSE runs the lifespan once per connection).
+    ``auth``: the HTTP transports' access control; without it every call is the local user's."""
+
+    def __init__(
+        self, settings: Settings, engine: Engine | None = None, auth: HttpAuth | None = None
+    ) -> None:
+        self.settings = settings
+        self.engine = engine or Engine(settings.engine())
+        self.auth = auth
+        self._startup: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self._startup is None:
+            self._startup = asyncio.get_running_loop().create_task(self.engine.open())
+            # A daemon thread, not the default executor: an executor thread still loading the model
+            # would be joined at exit and hold up a server whose client has already gone.
+            threading.Thread(target=self._load_models, name="memlane-warm", daemon=True).start()
+
+    def _load_models(self) -> None:
+        try:
+            self.engine.warm()
+        except Exception as e:  # the first tool call will hit the same error and report it
+            log.error("loading the embedding model failed: %s", e)
+
+    async def ready(self) -> Engine:
+        self.start()
+        task = self._startup
+        if task.done() and (task.cancelled() or task.exception() is not None):
+            # A start-up that failed before this call (the database could not start, was not
+            # reachable yet) is tried again rather than its old error repeated for the life of the
+            # process. Concurrent calls share the new attempt.
+            log.info("retrying the start-up that failed earlier")
+            task = self._startup = asyncio.get_running_loop().create_task(self.engine.open())
+        try:
+            await asyncio.shield(task)
+        except MemlaneError as e:
+            raise ToolError(f"memlane could not start its database: {e}") from None
+        except Exception as e:
+            log.exception("start-up failed")
+            raise ToolError(f"memlane could not start: {type(e).__name__}: {e}") from None
+        return self.engine
+
+    async def close(self) -> None:
+        task = self._startup
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            # Wait for the cancelled start-up to unwind: Engine.open closes a half-opened store on
+            # cancellation, and closing the engine before that would leave its pool connected.
+            # (asyncio.wait: the start-up's own error is not this method's to raise.)
+            await asyncio.wait({task})
+        await self.engine.close()
+
+    def caller(self) -> Principal | None:
+        """Who is calling: None (the local user, every project) over stdio; over HTTP the principal
+        of the request's bearer token (the SDK's auth context), refusing a call that has none."""
+        if self.auth is None:
+            return None
+        token = get_access_token()
+        if token is None:  # cannot happen behind the SDK's bearer middleware; fail closed if it does
+            raise ToolError("not allowed: this call carries no valid bearer token")
+        return principal_of(token)
+
+    @asynccontextmanager
+    async def call(self) -> AsyncIterator[Engine]:
+        """``async with state.call() as engine``: the opened engine, and every error of the call as
+        a tool error that says what failed."""
+        eng = await self.ready()
+        try:
+            yield eng
+        except MemlaneError as e:
+            raise tool_error(e) from None
+        except ToolError:
+            raise
+        except Exception as e:
+            # Anything else is a bug or an outage; the SDK would show the agent only "Error
+            # executing tool". Say what failed, keep the traceback in the server log.
+            log.exception("tool call failed")
+            raise ToolError(
+                f"memlane failed unexpectedly ({type(e).__name__}: {e}); the server log has details"
+            ) from None
+
+
+def state_of(ctx: Context) -> State:
+    """The ``State`` the server's lifespan yielded, from a tool's or a resource template's context."""
+    return ctx.request_context.lifespan_context
+
+
+def tool_error(e: MemlaneError) -> ToolError:
+    if isinstance(e, InvalidInput):
+        return ToolError(f"invalid input: {e}")
+    if isinstance(e, NotAllowed):
+        return ToolError(f"not allowed: {e}")
+    if isinstance(e, NotFound):
+        return ToolError(f"{e}; recall returns the ids of existing memories")
+    if isinstance(e, DatabaseUnavailable):
+        return ToolError(f"database unavailable: {e}")
+    if isinstance(e, StoreError):
+        return ToolError(f"memlane's database failed: {e}")
+    return ToolError(str(e))

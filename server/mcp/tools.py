@@ -1,0 +1,198 @@
+"""The five tools. Each is a plain async function: its docstring is what the client's model reads,
+its parameters are described in ``params.py``, and it reaches the engine through the ``State`` the
+lifespan yielded (``state_of(ctx)``). ``app.py`` registers them with their annotations.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
+
+from memlane.pipeline.recall import render
+from memlane.pipeline.remember.inputs import MemoryPatch
+from memlane.server.auth.projects import resolve_projects
+from memlane.server.mcp import params as p
+from memlane.server.mcp.models import (
+    ForgetResult,
+    IngestResultOut,
+    MemoryOut,
+    RecallResult,
+    Redaction,
+    RememberResult,
+    UpdateResult,
+)
+from memlane.server.mcp.sampling import sampler_for
+from memlane.server.mcp.state import state_of
+from memlane.server.ui.metrics import RECALLS
+
+
+def _text_and_structured(data: dict) -> CallToolResult:
+    """Both blocks are the same compact structure (whose tokens recall's budget counted); the SDK's
+    own conversion would pretty-print the text block and send absent fields as null."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=render.to_text(data))], structured_content=data
+    )
+
+
+async def remember(
+    ctx: Context,
+    content: p.Content,
+    project: p.Project = None,
+    category: p.Category = None,
+    tags: p.Tags = None,
+    pinned: p.Pinned = False,
+    priority: p.Priority = None,
+    occurred_at: p.OccurredAt = None,
+    expires_at: p.ExpiresAt = None,
+    metadata: p.Metadata = None,
+    fact_type: p.FactType = None,
+) -> RememberResult:
+    """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
+    state = state_of(ctx)
+    who = state.caller()
+    async with state.call() as eng:
+        out = await eng.remember(
+            {
+                "content": content,
+                "project": project,
+                "category": category,
+                "tags": tags,
+                "pinned": pinned,
+                "priority": priority,
+                "occurred_at": occurred_at,
+                "expires_at": expires_at,
+                "metadata": metadata,
+                "fact_type": fact_type,
+                "source": "mcp",
+            },
+            principal=who,
+        )
+    return RememberResult.of(out)
+
+
+async def ingest(
+    ctx: Context,
+    text: p.Text,
+    kind: p.Kind = "conversation",
+    project: p.Project = None,
+    source: p.Source = None,
+    occurred_at: p.EveryPieceOccurredAt = None,
+    category: p.EveryPieceCategory = None,
+    tags: p.EveryPieceTags = None,
+) -> Annotated[CallToolResult, IngestResultOut]:
+    """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
+    state = state_of(ctx)
+    who = state.caller()
+    async with state.call() as eng:
+        res = await eng.ingest(
+            text,
+            kind=kind,
+            project=project,
+            source=source,
+            occurred_at=occurred_at,
+            category=category,
+            tags=tags,
+            principal=who,
+        )
+    return _text_and_structured(res.as_dict())
+
+
+async def recall(
+    ctx: Context,
+    query: p.Query,
+    project: p.Projects = None,
+    limit: p.Limit = None,
+    max_tokens: p.MaxTokens = None,
+    budget: p.Budget = "mid",
+    mode: p.Mode = None,
+    reference_time: p.ReferenceTime = None,
+    category: p.OnlyCategory = None,
+    tags: p.OnlyTags = None,
+    topics: p.OnlyTopics = None,
+    fact_types: p.OnlyFactTypes = None,
+    explain: p.Explain = False,
+    current_project: p.CurrentProject = None,
+    include_context: p.IncludeContext = False,
+    include_entities: p.IncludeEntities = False,
+) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
+    """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
+    state = state_of(ctx)
+    who = state.caller()
+    async with state.call() as eng:
+        project, current_project = await resolve_projects(eng, project, current_project, principal=who)
+        req = eng.recall_request(
+            query,
+            project=project,
+            current_project=current_project,
+            limit=limit,
+            max_tokens=max_tokens,
+            budget=budget,
+            mode=mode,
+            reference_time=reference_time,
+            category=category,
+            tags=tags,
+            explain=explain,
+            topics=topics,
+            fact_types=fact_types,
+            include_context=include_context,
+            include_entities=include_entities,
+        )
+        sampler = sampler_for(ctx, eng.llm)
+        res = await eng.recall(req, sampling=sampler, touch=sampler is None, principal=who)
+        RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
+        if sampler is not None:
+            if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
+                return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
+            await eng.count_accesses(res)
+    data = dict(res.rendered)
+    if explain:
+        data["trace"] = res.trace.as_dict()
+    return _text_and_structured(data)
+
+
+async def forget(ctx: Context, id: p.MemoryId) -> ForgetResult:
+    """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
+    state = state_of(ctx)
+    who = state.caller()
+    async with state.call() as eng:
+        m = await eng.forget(id, principal=who)
+    return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
+
+
+async def update(
+    ctx: Context,
+    id: p.MemoryId,
+    content: p.NewContent = None,
+    category: p.NewCategory = None,
+    tags: p.NewTags = None,
+    pinned: p.NewPinned = None,
+    priority: p.NewPriority = None,
+    occurred_at: p.NewTime = None,
+    expires_at: p.NewTime = None,
+    metadata: p.NewMetadata = None,
+    fact_type: p.NewFactType = None,
+) -> UpdateResult:
+    """Correct or refine a memory in place. Only the fields you pass change."""
+    state = state_of(ctx)
+    who = state.caller()
+    async with state.call() as eng:
+        patch = MemoryPatch.parse(
+            eng.config,
+            {
+                "content": content,
+                "category": category,
+                "tags": tags,
+                "pinned": pinned,
+                "priority": priority,
+                "occurred_at": occurred_at,
+                "expires_at": expires_at,
+                "metadata": metadata,
+                "fact_type": fact_type,
+            },
+        )
+        m = await eng.update(id, patch, principal=who)
+    return UpdateResult(
+        **MemoryOut.of(m).model_dump(), redacted=[Redaction(**r) for r in patch.redacted] or None
+    )
