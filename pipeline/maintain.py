@@ -28,7 +28,7 @@ from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import InvalidInput, StoreError
 from memlane.pipeline.remember import facttypes, summaries
 from memlane.pipeline.remember.context import WriteContext
-from memlane.pipeline.remember.pipeline import link_settings
+from memlane.pipeline.remember.links import link_settings
 from memlane.pipeline.store.graph import LinkItem
 from memlane.pipeline.store.topics import add_to_sums
 

@@ -35,7 +35,7 @@ from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts
-from memlane.pipeline.remember import chunking, content_filter, pipeline
+from memlane.pipeline.remember import chunking, content_filter, links, pipeline
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
@@ -275,7 +275,7 @@ async def _store(ctx: WriteContext, to_store: list[tuple[Piece, MemoryInput, lis
         inputs,
         vectors=[vec for _, _, vec, _ in to_store],
         found=[near for _, _, _, near in to_store],
-        links=pipeline.link_plan(ctx.config.graph, inputs, chain=False, embedder=ctx.embedder),
+        links=links.link_plan(ctx.config.graph, inputs, chain=False, embedder=ctx.embedder),
     )
     for (piece, _, _, _), r in zip(to_store, stored, strict=True):
         if r.status == "created":

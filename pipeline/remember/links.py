@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
+import numpy as np
+
+from memlane.pipeline import entities
+from memlane.pipeline.config import GraphConfig
 from memlane.pipeline.entities import Entity, extract
+from memlane.pipeline.providers.embedding.base import unit_rows
+from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.store.graph import LinkItem, LinkRows, LinkSettings
 from memlane.pipeline.store.rows import StoredRow
 
@@ -48,7 +54,7 @@ class LinkPlan:
     settings: LinkSettings
     entities: list[list[Entity]]
     chain: bool = False  # consecutive rows of the batch are a conversation: link them with ``next``
-    # Per row, its relates_to targets found before the insert (remember/pipeline.relates_to): a
+    # Per row, its relates_to targets found before the insert (``relates_to``): a
     # stored memory's id, or the index of an earlier row of the batch. None: searched in SQL.
     relates: list[list[tuple[UUID | int, float]]] | None = None
 
@@ -71,3 +77,59 @@ class LinkPlan:
     def after_update(self, memory_id: UUID, project: str, content: str) -> LinkRows:
         """New content or date: its entities, relates_to and same_time links are made again."""
         return LinkRows([LinkItem(memory_id, project, extract(content))], self.settings)
+
+
+def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
+    """The link rules of ``[graph]``; ``relates_to_min_similarity`` is on the reference cosine scale
+    (``Embedder.calibrate``), so it is turned into ``embedder``'s raw cosine, which the stored
+    vectors give."""
+    floor = cfg.relates_to_min_similarity
+    if embedder is not None:
+        floor = embedder.uncalibrate(floor)
+    return LinkSettings(
+        relates_to_k=cfg.relates_to_k,
+        relates_to_min_similarity=floor,
+        same_time_k=cfg.same_time_k,
+    )
+
+
+def relates_to(
+    inputs: list[MemoryInput],
+    vectors: list[list[float]],
+    found: list[list[tuple[UUID, float]]],
+    settings: LinkSettings,
+) -> list[list[tuple[UUID | int, float]]]:
+    """Each new memory's relates_to candidates at or above the similarity floor: the stored memories
+    of its project found before the insert (``found``, best first) and the other memories of the
+    batch in its project (an int: a batch index). ``relates_targets`` keeps the earlier ones, in the
+    order ``memlane maintain`` rebuilds links by, and the best ``relates_to_k`` of them."""
+    unit = unit_rows(vectors)
+    sims = unit @ unit.T
+    floor = settings.relates_to_min_similarity
+    projects = np.asarray([m.project for m in inputs], dtype=object)
+    out: list[list[tuple[UUID | int, float]]] = []
+    for i, m in enumerate(inputs):
+        cands: list[tuple[UUID | int, float]] = [(mid, s) for mid, s in found[i] if s >= floor]
+        ok = (sims[i] >= floor) & (projects == m.project)
+        ok[i] = False
+        cands += [(int(j), float(sims[i, j])) for j in np.flatnonzero(ok)]
+        out.append(cands)
+    return out
+
+
+def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True, embedder=None) -> LinkPlan:
+    """The graph part of a write: each memory's entities, and whether the batch is one conversation
+    (it shares a source, gives no positions and has more than one memory: remembered in order)."""
+    sources = {m.source for m in inputs}
+    conversation = (
+        chain
+        and len(inputs) > 1
+        and len(sources) == 1
+        and None not in sources
+        and all(m.position is None for m in inputs)
+    )
+    return LinkPlan(
+        settings=link_settings(cfg, embedder),
+        entities=[entities.extract(m.content) for m in inputs],
+        chain=conversation,
+    )

@@ -26,21 +26,18 @@ import logging
 from typing import Any
 from uuid import UUID
 
-import numpy as np
-
-from memlane.pipeline import access, entities
+from memlane.pipeline import access
 from memlane.pipeline.access import Principal
-from memlane.pipeline.config import EngineConfig, GraphConfig
+from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts
-from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Memory, Remembered
 from memlane.pipeline.remember import content_filter, extract, facttypes
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
-from memlane.pipeline.remember.links import LinkPlan
+from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
 from memlane.pipeline.store import StoredRow
-from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, LinkSettings
+from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -256,63 +253,7 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
     return await ctx.store.update(memory_id, fields, model_id=ctx.embedder.model_id, links=plan)
 
 
-# -- links (step 7's plan) and the neighbour search (step 5) ------------------------------------
-
-
-def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
-    """The link rules of ``[graph]``; ``relates_to_min_similarity`` is on the reference cosine scale
-    (``Embedder.calibrate``), so it is turned into ``embedder``'s raw cosine, which the stored
-    vectors give."""
-    floor = cfg.relates_to_min_similarity
-    if embedder is not None:
-        floor = embedder.uncalibrate(floor)
-    return LinkSettings(
-        relates_to_k=cfg.relates_to_k,
-        relates_to_min_similarity=floor,
-        same_time_k=cfg.same_time_k,
-    )
-
-
-def relates_to(
-    inputs: list[MemoryInput],
-    vectors: list[list[float]],
-    found: list[list[tuple[UUID, float]]],
-    settings: LinkSettings,
-) -> list[list[tuple[UUID | int, float]]]:
-    """Each new memory's relates_to candidates at or above the similarity floor: the stored memories
-    of its project found before the insert (``found``, best first) and the other memories of the
-    batch in its project (an int: a batch index). ``links.relates_targets`` keeps the earlier ones, in the
-    order ``memlane maintain`` rebuilds links by, and the best ``relates_to_k`` of them."""
-    unit = unit_rows(vectors)
-    sims = unit @ unit.T
-    floor = settings.relates_to_min_similarity
-    projects = np.asarray([m.project for m in inputs], dtype=object)
-    out: list[list[tuple[UUID | int, float]]] = []
-    for i, m in enumerate(inputs):
-        cands: list[tuple[UUID | int, float]] = [(mid, s) for mid, s in found[i] if s >= floor]
-        ok = (sims[i] >= floor) & (projects == m.project)
-        ok[i] = False
-        cands += [(int(j), float(sims[i, j])) for j in np.flatnonzero(ok)]
-        out.append(cands)
-    return out
-
-
-def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True, embedder=None) -> LinkPlan:
-    """The graph part of a write: each memory's entities, and whether the batch is one conversation
-    (it shares a source, gives no positions and has more than one memory: remembered in order)."""
-    sources = {m.source for m in inputs}
-    conversation = (
-        chain
-        and len(inputs) > 1
-        and len(sources) == 1
-        and None not in sources
-        and all(m.position is None for m in inputs)
-    )
-    return LinkPlan(
-        settings=link_settings(cfg, embedder),
-        entities=[entities.extract(m.content) for m in inputs],
-        chain=conversation,
-    )
+# -- the neighbour search (step 5) -------------------------------------------------------------
 
 
 async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
