@@ -8,26 +8,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonschema
 import pytest
-from conftest import make_memory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
+from support.records import make_memory
 
-from memlane.pipeline.config import DatabaseConfig
-from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.assemble import NOTE_NO_FIT, NOTE_NOTHING, pack
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.mcp.app import build_server
-from memlane.server.settings import load
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -155,21 +149,6 @@ def test_the_handle_is_the_start_of_the_id_with_the_asked_hex_digits():
 
 
 # -- end to end over MCP ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def connect(database_url, tmp_path, embedder):
-    @asynccontextmanager
-    async def _connect():
-        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-        try:
-            async with Client(server) as client:
-                yield client
-        finally:
-            await state.close()
-
-    return _connect
 
 
 FACTS = [

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from conftest import make_memory
+from support.records import make_memory
 
 from memlane.pipeline import validate
 from memlane.pipeline.config import RecallConfig

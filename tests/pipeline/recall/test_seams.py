@@ -4,8 +4,8 @@ settings and secrets found by type. Pure parts without a database; the rest on r
 from types import SimpleNamespace
 
 import pytest
-from conftest import make_memory
 from pydantic import SecretStr
+from support.records import make_memory
 
 from memlane.pipeline.config import (
     DatabaseConfig,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from conftest import make_memory
+from support.records import make_memory
 
 from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.recall.threshold import apply_floor, informative_words, shares_word
