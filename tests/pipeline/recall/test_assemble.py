@@ -1,4 +1,4 @@
-"""The token budget bounds the whole recall result the client's model reads (issue 11).
+"""The token budget bounds the whole recall result the client's model reads.
 
 Property-based over the pure packing function (random memories, budgets and limits), then end to
 end over MCP: the text block is the compact structure, the structured content validates against
@@ -139,6 +139,14 @@ def test_a_long_memory_is_skipped_and_shorter_ones_after_it_still_fit():
     ms = [_memory("short one"), _memory("long " * 300), _memory("short two")]
     packed = pack(candidates(ms), limit=10, max_tokens=120)
     assert [c.memory.content for c in packed.chosen] == ["short one", "short two"]
+
+
+def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
+    long = Candidate(make_memory("word " * 500))
+    short1, short2, short3 = (Candidate(make_memory(f"short fact number {i}")) for i in range(3))
+    packed = pack([short1, long, short2, short3], limit=2, max_tokens=80)
+    assert [c.memory.content for c in packed.chosen] == [short1.memory.content, short2.memory.content]
+    assert packed.tokens_used == count_tokens(render.to_text(packed.rendered)) <= 80
 
 
 def test_the_handle_is_the_start_of_the_id_with_the_asked_hex_digits():
