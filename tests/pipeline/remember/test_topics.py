@@ -1,4 +1,4 @@
-"""Topics, fact types and category summaries (issue 7): offline assignment, the labelled sets'
+"""Topics, fact types and category summaries: offline assignment, the labelled sets'
 accuracy, storage and filters over the real store, the categories resource over the SDK client,
 ``memlane maintain --task summaries`` and the upgrade of a store made before migration 0007."""
 

@@ -1,4 +1,4 @@
-"""The ``topics`` LLM stage on the write path (issue 7): an LLM names topics and classifies fact types
+"""The ``topics`` LLM stage on the write path: an LLM names topics and classifies fact types
 when memories are remembered, refining the offline assignment, over the real store (embedded
 PostgreSQL), with ScriptedLLM standing in for a paid API; once over MCP with the SDK's Client; and
 against the live APIs when keys are set."""

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL heals itself (issue 12), with real processes: two ``memlane serve``
+"""The embedded PostgreSQL heals itself, with real processes: two ``memlane serve``
 stdio servers share one data directory; its postmaster is killed (SIGKILL, a crash), stopped
 fast (SIGINT) and stopped smartly (SIGTERM, which waits for every client to leave). Both servers
 then call at once, racing to restart it: the calls succeed, or fail fast with a clear message and
