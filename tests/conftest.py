@@ -61,9 +61,9 @@ def pg_root() -> str:
 
 @pytest.fixture
 def own_data_dir() -> Iterator[Path]:
-    """A data directory of its own, for a test that starts (and stops, kills) its own embedded server:
-    not under pytest's tmp_path, private to root while the server runs as another user. Whatever
-    server the test left there is stopped afterwards."""
+    """A data directory for a test that starts (and stops, kills) an embedded server of its own. Not
+    under pytest's tmp_path, which is private to root while the server runs as another user; a
+    server the test left running there is stopped afterwards."""
     d = Path(tempfile.mkdtemp(prefix="memlane-test-own-"))
     yield d
     release_embedded(d)
