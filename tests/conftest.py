@@ -1,5 +1,6 @@
 """Shared fixtures: one embedded PostgreSQL for the session, a fresh database per test, one loaded
-embedding model, and helpers to run ``memlane`` as a real subprocess."""
+embedding model, engines, in-process MCP clients and ``memlane serve`` processes. The helpers they
+use, and that tests import, are in tests/support/."""
 
 from __future__ import annotations
 
@@ -7,27 +8,23 @@ import atexit
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import uuid
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-import psycopg
 import pytest
+from support.clients import in_process
+from support.db import new_database
+from support.postmaster import release_embedded
+from support.processes import serve
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.providers.embedding import make_embedder
-from memlane.pipeline.records import Memory
 from memlane.pipeline.store.embedded import start_embedded
-from memlane.server.settings import Settings
-
-ROOT = Path(__file__).resolve().parent.parent
-MEMLANE = str(Path(sys.executable).with_name("memlane"))
+from memlane.server.settings import Settings, load
 
 # Every temporary directory of the session (the embedded servers' data directories among them, about
 # 2 GB each) lives under one directory, removed when the session ends: after pgserver's exit handler
@@ -62,19 +59,20 @@ def pg_root() -> str:
     return start_embedded(Path(tempfile.mkdtemp(prefix="memlane-test-pg-")))
 
 
-def _with_db(dsn: str, name: str) -> str:
-    base, _, query = dsn.partition("?")
-    base = base.rsplit("/", 1)[0]
-    return f"{base}/{name}" + (f"?{query}" if query else "")
+@pytest.fixture
+def own_data_dir() -> Iterator[Path]:
+    """A data directory for a test that starts (and stops, kills) an embedded server of its own. Not
+    under pytest's tmp_path, which is private to root while the server runs as another user; a
+    server the test left running there is stopped afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="memlane-test-own-"))
+    yield d
+    release_embedded(d)
 
 
 @pytest.fixture
 def database_url(pg_root) -> str:
     """A new, empty database on the session server: each test sees only its own memories."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_root, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return _with_db(pg_root, name)
+    return new_database(pg_root)
 
 
 @pytest.fixture(scope="session")
@@ -118,51 +116,27 @@ def settings(database_url, tmp_path) -> Settings:
     return Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url))
 
 
-def make_memory(content: str, **fields) -> Memory:
-    """A Memory record for the pure stages' tests (no database): defaults for every other field."""
-    now = fields.pop("created_at", None) or datetime.now(UTC)
-    base = {
-        "id": uuid.uuid4(),
-        "project": "p",
-        "content": content,
-        "category": None,
-        "tags": (),
-        "metadata": {},
-        "pinned": False,
-        "priority": 3,
-        "occurred_at": None,
-        "created_at": now,
-        "updated_at": now,
-        "expires_at": None,
-        "source": None,
-    }
-    base.update(fields)
-    return Memory(**base)
+@pytest.fixture
+def connect(database_url, tmp_path, embedder):
+    """``async with connect(**settings) as client``: an in-process MCP client on this test's database,
+    with settings read as the CLI reads them (through load()), sections given replacing the defaults."""
+
+    @asynccontextmanager
+    async def _connect(**overrides: Any):
+        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url), **overrides)
+        async with in_process(settings, embedder=embedder) as client:
+            yield client
+
+    return _connect
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture
+def http_server():
+    """``http_server(env)``: ``memlane serve --transport http`` with that environment on a free port,
+    listening; returns its ``Served`` (``.url``, ``.port``, ``.proc``). Stopped after the test."""
+    with ExitStack() as stack:
 
+        def _start(env: dict[str, str], **kw: Any):
+            return stack.enter_context(serve(env, **kw))
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on port {port} after {timeout}s") from None
-            time.sleep(0.05)
-
-
-def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for a memlane subprocess (stdio clients pass only what they are given)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
-    env["MEMLANE_DATA_DIR"] = str(data_dir)
-    env.update(extra)
-    return env
+        yield _start

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
-from conftest import MEMLANE, server_env
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.stdio import stdio_client
+from support.processes import stdio_params
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
@@ -27,7 +27,7 @@ SHARED = 5  # facts both servers write at the same time
 async def test_two_servers_started_together_on_a_fresh_data_dir_lose_no_memories(tmp_path):
     """Both race the embedded server's start and the migrations, then write concurrently."""
     data_dir = tmp_path / "data"
-    params = StdioServerParameters(command=MEMLANE, args=["serve"], env=server_env(data_dir))
+    params = stdio_params(data_dir)
     shared = [f"Both servers agree that fact {i} about the shared roadmap holds" for i in range(SHARED)]
     results: dict[str, list[dict[str, Any]]] = {}
     done = {"a": anyio.Event(), "b": anyio.Event()}

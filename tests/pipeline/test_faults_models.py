@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from conftest import free_port
-from mcp import Client
+from support.clients import in_process
 from support.dump import dump
+from support.processes import free_port
 
 from memlane.pipeline.config import (
     DatabaseConfig,
@@ -22,7 +22,6 @@ from memlane.pipeline.config import (
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding.base import Embedder
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -129,8 +128,7 @@ async def test_over_mcp_a_failing_embedder_is_a_clear_tool_error_and_the_server_
     faulty, database_url
 ):
     eng, emb, cfg = faulty
-    server, state = build_server(cfg, engine=eng)
-    async with Client(server) as client:
+    async with in_process(cfg, engine=eng) as client:
         before = dump(database_url)
         emb.mode = "raise"
         r = await client.call_tool("remember", {"content": "Frank leads the data team", "project": "p"})

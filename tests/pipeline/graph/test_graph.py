@@ -482,32 +482,19 @@ async def test_include_entities_returns_other_facts_about_the_entities(engine):
         engine.recall_request("x", include_entities="yes")
 
 
-async def test_the_recall_tool_takes_include_context_and_include_entities(
-    engine, database_url, tmp_path, embedder
-):
-    from mcp import Client
-
-    from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.mcp.app import build_server
-    from memlane.server.settings import load
-
+async def test_the_recall_tool_takes_include_context_and_include_entities(engine, connect):
     await seed_conversation(engine)
-    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-    try:
-        async with Client(server) as client:
-            tools = {t.name: t for t in (await client.list_tools()).tools}
-            props = tools["recall"].input_schema["properties"]
-            assert {"include_context", "include_entities"} <= set(props)
-            r = await client.call_tool(
-                "recall",
-                {"query": "What did Caroline adopt from the shelter?", "limit": 1, "include_context": True},
-            )
-            assert r.is_error is False, r.content[0].text
-            [view] = r.structured_content["memories"]
-            assert view["context"][0]["content"] == "Melanie: what is its name?"
-    finally:
-        await state.close()
+    async with connect() as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        props = tools["recall"].input_schema["properties"]
+        assert {"include_context", "include_entities"} <= set(props)
+        r = await client.call_tool(
+            "recall",
+            {"query": "What did Caroline adopt from the shelter?", "limit": 1, "include_context": True},
+        )
+        assert r.is_error is False, r.content[0].text
+        [view] = r.structured_content["memories"]
+        assert view["context"][0]["content"] == "Melanie: what is its name?"
 
 
 # -- LLM extraction on the write path (ScriptedLLM stands in for a paid API) --------------------------

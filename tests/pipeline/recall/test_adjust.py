@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from support.clients import call_error, call_ok
 from support.llm_fakes import ScriptedLLM, failing
+from support.records import make_memory
 
 from memlane.pipeline.config import (
     AdjustConfig,
@@ -21,7 +23,6 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import adjust
 from memlane.pipeline.records import Candidate
-from tests.conftest import make_memory
 
 pytestmark = pytest.mark.anyio
 
@@ -382,44 +383,15 @@ async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
 # -- over MCP and on the command line ------------------------------------------------------------
 
 
-@pytest.fixture
-def connect(database_url, tmp_path, embedder):
-    from contextlib import asynccontextmanager
-
-    from mcp import Client
-
-    from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.mcp.app import build_server
-    from memlane.server.settings import load
-
-    @asynccontextmanager
-    async def _connect():
-        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-        try:
-            async with Client(server) as client:
-                yield client
-        finally:
-            await state.close()
-
-    return _connect
-
-
-async def _call(client, tool: str, args: dict) -> tuple[bool, dict | str]:
-    r = await client.call_tool(tool, args)
-    return r.is_error, (r.content[0].text if r.is_error else r.structured_content)
-
-
 async def test_recall_tool_spans_a_list_of_projects_or_every_project_and_shows_each_ones_project(connect):
     async with connect() as client:
         for project in ("default", "web", "mobile"):
-            err, _ = await _call(
+            await call_ok(
                 client, "remember", {"content": f"The {project} release ships on Fridays", "project": project}
             )
-            assert not err
-        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
+        out = await call_ok(client, "recall", {"query": "when does the release ship?"})
         assert [m.get("project") for m in out["memories"]] == [None]  # one project: isolated, as before
-        err, out = await _call(
+        out = await call_ok(
             client,
             "recall",
             {
@@ -428,12 +400,10 @@ async def test_recall_tool_spans_a_list_of_projects_or_every_project_and_shows_e
                 "current_project": "mobile",
             },
         )
-        assert not err, out
         assert [m["project"] for m in out["memories"]] == ["mobile", "web"]
-        err, out = await _call(
+        out = await call_ok(
             client, "recall", {"query": "when does the release ship?", "project": "*", "explain": True}
         )
-        assert not err, out
         assert {m["project"] for m in out["memories"]} == {"default", "web", "mobile"}
         assert out["memories"][0]["project"] == "default"  # '*': the default project is the current one
         assert out["memories"][0]["adjustments"]["project"] == pytest.approx(1.3)
@@ -441,29 +411,28 @@ async def test_recall_tool_spans_a_list_of_projects_or_every_project_and_shows_e
         stage = next(s for s in out["trace"]["stages"] if s["stage"] == "adjustments")
         assert stage["status"] == "ran" and "project" in stage["detail"]["factors"]
         assert stage["detail"]["current_project"] == "default"
-        err, msg = await _call(client, "recall", {"query": "release", "project": ["*", "web"]})
-        assert err and "every project" in msg
-        err, msg = await _call(client, "recall", {"query": "release", "project": []})
-        assert err and "empty list" in msg
-        err, out = await _call(client, "recall", {"query": "when does the release ship?"})
-        assert not err  # the server keeps working after the errors
+        assert "every project" in await call_error(
+            client, "recall", {"query": "release", "project": ["*", "web"]}
+        )
+        assert "empty list" in await call_error(client, "recall", {"query": "release", "project": []})
+        # The server keeps working after the errors.
+        await call_ok(client, "recall", {"query": "when does the release ship?"})
 
 
 async def test_explain_shows_each_memorys_factors_and_a_plain_recall_does_not(connect):
     async with connect() as client:
-        await _call(
+        await call_ok(
             client,
             "remember",
             {"content": "Pinned: the prod database password rotates monthly", "pinned": True, "priority": 5},
         )
-        err, out = await _call(
+        out = await call_ok(
             client, "recall", {"query": "how often does the password rotate?", "explain": True}
         )
-        assert not err
         [m] = out["memories"]
         assert m["adjustments"]["pinned"] == pytest.approx(1.1)
         assert m["adjustments"]["priority"] == pytest.approx(1.5)  # priority 5, never recalled: hot 0.5
-        err, out = await _call(client, "recall", {"query": "how often does the password rotate?"})
+        out = await call_ok(client, "recall", {"query": "how often does the password rotate?"})
         assert "adjustments" not in out["memories"][0] and "score" not in out["memories"][0]
 
 

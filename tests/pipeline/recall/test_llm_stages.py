@@ -214,3 +214,21 @@ async def test_a_cross_encoder_that_cannot_load_degrades_rerank_and_recall_still
     st = stages(res)
     assert st["rerank"].status.startswith("degraded: ") and st["rerank"].detail["error"]
     assert res.memories[0][0].content.startswith("Caroline moved to Lisbon")
+
+
+async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_config, embedder):
+    llm = ScriptedLLM()
+    assert engine_config.llm.provider == "none"
+    eng = Engine(engine_config, embedder=embedder, llm=llm)
+    await eng.open()
+    try:
+        await eng.remember({"content": "The user prefers dark mode in every editor"})
+        res = await eng.recall(
+            eng.recall_request("Which colour theme does the user like in editors?", mode="full")
+        )
+    finally:
+        await eng.close()
+    status = {s.stage: s.status for s in res.trace.stages}
+    assert [status[s] for s in ("intent", "synthesis", "hyde", "rerank")] == ["ran"] * 4
+    assert sorted(c["stage"] for c in llm.calls) == ["hyde", "intent", "rerank", "synthesis"]
+    assert res.memories[0][0].content == "The user prefers dark mode in every editor"

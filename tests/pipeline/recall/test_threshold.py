@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from conftest import make_memory
+from support.records import make_memory
 
 from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.recall.threshold import apply_floor, informative_words, shares_word
@@ -23,6 +23,17 @@ def cand(content: str, *, cos: float | None, bm25: float = 0.0, score: float | N
     return Candidate(
         memory=m, score=score if score is not None else (cos or 0) + (bm25 > 0), arm_scores=scores
     )
+
+
+def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
+    # The base rule alone (the adaptive parts are the tests below): a shared word keeps a
+    # candidate, no shared word and a cosine under min_similarity drops it.
+    cfg = RecallConfig(semantic_min_similarity=0.3, word_min_similarity=-1.0, relative_floor=0.0)
+    kw = Candidate(make_memory("staging"), arm_scores={"keyword": 0.1, "vector": 0.01})
+    weak = Candidate(make_memory("weak"), arm_scores={"vector": 0.05})
+    strong = Candidate(make_memory("strong"), arm_scores={"vector": 0.4})
+    kept = apply_floor([kw, weak, strong], cfg, query="staging")
+    assert [c.memory.content for c in kept] == ["staging", "strong"]
 
 
 def test_stopwords_and_very_common_words_are_not_informative():

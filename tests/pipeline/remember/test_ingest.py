@@ -4,14 +4,10 @@ the pure parts, the engine on a real database, the tool over a real MCP client, 
 from __future__ import annotations
 
 import json
-from contextlib import asynccontextmanager
-from typing import Any
 
 import pytest
-from mcp import Client
 
 from memlane.pipeline.config import (
-    DatabaseConfig,
     EngineConfig,
     FilterConfig,
     IngestConfig,
@@ -21,8 +17,6 @@ from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.remember import chunking, content_filter
 from memlane.pipeline.tokens import count_tokens
 from memlane.server.cli.main import main
-from memlane.server.mcp.app import build_server
-from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
 
@@ -348,21 +342,6 @@ async def test_remember_refuses_a_bare_acknowledgement_naming_the_pattern(engine
 
 
 # -- over MCP ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def connect(database_url, tmp_path, embedder):
-    @asynccontextmanager
-    async def _connect(**overrides: Any):
-        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url), **overrides)
-        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-        try:
-            async with Client(server) as client:
-                yield client
-        finally:
-            await state.close()
-
-    return _connect
 
 
 async def test_ingest_tool_over_mcp(connect):

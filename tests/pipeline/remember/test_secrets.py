@@ -14,17 +14,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
 from mcp import Client
 from mcp.client.sse import sse_client
+from support.clients import in_process
+from support.processes import MEMLANE, serve, server_env
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig, RememberConfig
-from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.remember import secrets
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.server.logs import RedactSecrets
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 # Fake credentials shaped like the real ones (none is valid anywhere).
@@ -198,50 +197,44 @@ async def test_no_secret_reaches_the_table_the_embedder_the_logs_or_an_export(
     caplog.set_level(logging.DEBUG)
     recording = RecordingEmbedder(embedder)
     settings = Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=recording))
-    try:
-        async with Client(server) as client:
-            r = await client.call_tool(
-                "remember",
-                {
-                    "content": f"Billing: {POSITIVES[0][0]}; db postgres://billing:{DB_PASSWORD}@db/billing",
-                    "project": "billing",
-                    "metadata": {"aws": {"id": AWS_ID, "secret": f"aws_secret_access_key={AWS_SECRET}"}},
-                },
-            )
-            assert r.is_error is False, r.content[0].text
-            out = r.structured_content
-            assert out["redacted"] == [
-                {"kind": "aws_access_key", "count": 1},
-                {"kind": "aws_secret_key", "count": 1},
-                {"kind": "openai_key", "count": 1},
-                {"kind": "url_password", "count": 1},
-            ]
-            plain = await client.call_tool(
-                "remember", {"content": "Billing runs nightly", "project": "billing"}
-            )
-            assert "redacted" not in plain.structured_content
-            upd = await client.call_tool(
-                "update", {"id": out["id"], "content": f"Billing rotated to {STRIPE} and {GITHUB}"}
-            )
-            assert upd.is_error is False, upd.content[0].text
-            assert (
-                upd.structured_content["content"]
-                == "Billing rotated to [REDACTED:stripe_key] and [REDACTED:github_token]"
-            )
-            assert upd.structured_content["redacted"] == [
-                {"kind": "github_token", "count": 1},
-                {"kind": "stripe_key", "count": 1},
-            ]
-            for text in (f"Slack bot {SLACK}", f"maps {GOOGLE}", f"claude {ANTHROPIC}", f"jwt {JWT}", PEM):
-                r = await client.call_tool("remember", {"content": text, "project": "billing"})
-                assert r.is_error is False
-            res = await client.call_tool(
-                "recall", {"query": "billing keys", "project": "billing", "explain": True}
-            )
-            assert_clean("the recall result", json.dumps(res.structured_content))
-    finally:
-        await state.close()
+    async with in_process(settings, embedder=recording) as client:
+        r = await client.call_tool(
+            "remember",
+            {
+                "content": f"Billing: {POSITIVES[0][0]}; db postgres://billing:{DB_PASSWORD}@db/billing",
+                "project": "billing",
+                "metadata": {"aws": {"id": AWS_ID, "secret": f"aws_secret_access_key={AWS_SECRET}"}},
+            },
+        )
+        assert r.is_error is False, r.content[0].text
+        out = r.structured_content
+        assert out["redacted"] == [
+            {"kind": "aws_access_key", "count": 1},
+            {"kind": "aws_secret_key", "count": 1},
+            {"kind": "openai_key", "count": 1},
+            {"kind": "url_password", "count": 1},
+        ]
+        plain = await client.call_tool("remember", {"content": "Billing runs nightly", "project": "billing"})
+        assert "redacted" not in plain.structured_content
+        upd = await client.call_tool(
+            "update", {"id": out["id"], "content": f"Billing rotated to {STRIPE} and {GITHUB}"}
+        )
+        assert upd.is_error is False, upd.content[0].text
+        assert (
+            upd.structured_content["content"]
+            == "Billing rotated to [REDACTED:stripe_key] and [REDACTED:github_token]"
+        )
+        assert upd.structured_content["redacted"] == [
+            {"kind": "github_token", "count": 1},
+            {"kind": "stripe_key", "count": 1},
+        ]
+        for text in (f"Slack bot {SLACK}", f"maps {GOOGLE}", f"claude {ANTHROPIC}", f"jwt {JWT}", PEM):
+            r = await client.call_tool("remember", {"content": text, "project": "billing"})
+            assert r.is_error is False
+        res = await client.call_tool(
+            "recall", {"query": "billing keys", "project": "billing", "explain": True}
+        )
+        assert_clean("the recall result", json.dumps(res.structured_content))
 
     assert "[REDACTED:stripe_key]" in table_dump(database_url)
     assert "[REDACTED:aws_access_key]" in table_dump(database_url)  # the metadata kept its placeholder
@@ -296,25 +289,9 @@ def test_the_cli_and_import_redact_and_refuse_mode_stores_nothing(database_url, 
 def debug_sse_server() -> Iterator[tuple[int, Path]]:
     data_dir = Path(tempfile.mkdtemp(prefix="memlane-secrets-"))
     log = data_dir.parent / (data_dir.name + ".stderr")
-    port = free_port()
-    with open(log, "wb") as fe:
-        proc = subprocess.Popen(
-            [MEMLANE, "serve", "--transport", "sse", "--port", str(port)],
-            env=server_env(data_dir, MEMLANE_SERVER__LOG_LEVEL="DEBUG"),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=fe,
-        )
-    try:
-        wait_for_port(port, proc)
-        yield port, log
-    finally:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    env = server_env(data_dir, MEMLANE_SERVER__LOG_LEVEL="DEBUG")
+    with serve(env, transport="sse", log=log) as server:
+        yield server.port, log
 
 
 @pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Topics, fact types and category summaries (issue 7): offline assignment, the labelled sets'
+"""Topics, fact types and category summaries: offline assignment, the labelled sets'
 accuracy, storage and filters over the real store, the categories resource over the SDK client,
 ``memlane maintain --task summaries`` and the upgrade of a store made before migration 0007."""
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from mcp import Client
 from support.llm_fakes import ScriptedLLM
 
 from memlane.pipeline import maintain
@@ -27,8 +26,6 @@ from memlane.pipeline.remember.summaries import category_summaries
 from memlane.pipeline.remember.topics import Topics, key_terms
 from memlane.pipeline.store import migrate
 from memlane.server.cli.main import main
-from memlane.server.mcp.app import build_server
-from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
 
@@ -318,40 +315,33 @@ async def test_category_summaries_key_terms_extract_and_lazy_refresh(topic_engin
     assert after == {"db"}  # an emptied category loses its summary
 
 
-async def test_categories_resource_over_the_sdk_client(database_url, tmp_path, embedder):
-    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-    try:
-        async with Client(server) as client:
-            templates = (await client.list_resource_templates()).resource_templates
-            assert "memlane://projects/{project}/categories" in {t.uri_template for t in templates}
-            for text in ("Alice prefers tabs over spaces.", "Bob prefers spaces."):
-                r = await client.call_tool(
-                    "remember", {"content": text, "project": "acme", "category": "style"}
-                )
-                assert r.is_error is False
-            r = await client.call_tool(
-                "remember",
-                {"content": "Deploys go out on Tuesdays.", "project": "acme", "fact_type": "world"},
-            )
+async def test_categories_resource_over_the_sdk_client(connect):
+    async with connect() as client:
+        templates = (await client.list_resource_templates()).resource_templates
+        assert "memlane://projects/{project}/categories" in {t.uri_template for t in templates}
+        for text in ("Alice prefers tabs over spaces.", "Bob prefers spaces."):
+            r = await client.call_tool("remember", {"content": text, "project": "acme", "category": "style"})
             assert r.is_error is False
-            res = await client.read_resource("memlane://projects/acme/categories")
-            data = json.loads(res.contents[0].text)
-            empty = json.loads(
-                (await client.read_resource("memlane://projects/nobody/categories")).contents[0].text
-            )
-            r = await client.call_tool("remember", {"content": "x", "fact_type": "gossip"})
-            assert r.is_error is True and "fact_type" in r.content[0].text
-            r = await client.call_tool(
-                "recall", {"query": "who prefers what", "project": "acme", "fact_types": ["opinion"]}
-            )
-            assert r.is_error is False
-            assert {m["content"] for m in r.structured_content["memories"]} == {
-                "Alice prefers tabs over spaces.",
-                "Bob prefers spaces.",
-            }
-    finally:
-        await state.close()
+        r = await client.call_tool(
+            "remember",
+            {"content": "Deploys go out on Tuesdays.", "project": "acme", "fact_type": "world"},
+        )
+        assert r.is_error is False
+        res = await client.read_resource("memlane://projects/acme/categories")
+        data = json.loads(res.contents[0].text)
+        empty = json.loads(
+            (await client.read_resource("memlane://projects/nobody/categories")).contents[0].text
+        )
+        r = await client.call_tool("remember", {"content": "x", "fact_type": "gossip"})
+        assert r.is_error is True and "fact_type" in r.content[0].text
+        r = await client.call_tool(
+            "recall", {"query": "who prefers what", "project": "acme", "fact_types": ["opinion"]}
+        )
+        assert r.is_error is False
+        assert {m["content"] for m in r.structured_content["memories"]} == {
+            "Alice prefers tabs over spaces.",
+            "Bob prefers spaces.",
+        }
     assert res.contents[0].mime_type == "application/json"
     cats = {c["category"]: c for c in data["categories"]}
     assert cats["style"]["memory_count"] == 2 and set(cats["style"]) == {

@@ -1,4 +1,4 @@
-"""The ``topics`` LLM stage on the write path (issue 7): an LLM names topics and classifies fact types
+"""The ``topics`` LLM stage on the write path: an LLM names topics and classifies fact types
 when memories are remembered, refining the offline assignment, over the real store (embedded
 PostgreSQL), with ScriptedLLM standing in for a paid API; once over MCP with the SDK's Client; and
 against the live APIs when keys are set."""
@@ -12,7 +12,7 @@ import re
 
 import psycopg
 import pytest
-from mcp import Client
+from support.clients import in_process
 from support.llm_fakes import ScriptedLLM, failing
 
 from memlane.pipeline.config import (
@@ -24,7 +24,6 @@ from memlane.pipeline.config import (
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.remember.facttypes import classify
 from memlane.pipeline.remember.topics_llm import batch_size, normalise_name, parse_reply
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
@@ -358,27 +357,23 @@ async def test_remember_over_mcp_stores_the_llm_topics_and_fact_type(database_ur
     settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
     cfg = _config(settings.engine(), taxonomy="auto")
     llm = ScriptedLLM().enqueue("topics", _reply((1, ["garden"], "experience")))
-    server, state = build_server(settings, engine=Engine(cfg, embedder=embedder, llm=llm))
-    try:
-        async with Client(server) as client:
-            r = await client.call_tool(
-                "remember", {"content": "Planted three rows of basil and tomatoes behind the shed."}
-            )
-            assert r.is_error is False, r.content[0].text
-            assert r.structured_content["status"] == "created"
-            found = await client.call_tool(
-                "recall",
-                {
-                    "query": "what was planted behind the shed",
-                    "topics": ["garden"],
-                    "fact_types": ["experience"],
-                },
-            )
-            assert found.is_error is False, found.content[0].text
-            [view] = found.structured_content["memories"]
-            assert view["category"] == "garden" and view["fact_type"] == "experience"
-    finally:
-        await state.close()
+    async with in_process(settings, engine=Engine(cfg, embedder=embedder, llm=llm)) as client:
+        r = await client.call_tool(
+            "remember", {"content": "Planted three rows of basil and tomatoes behind the shed."}
+        )
+        assert r.is_error is False, r.content[0].text
+        assert r.structured_content["status"] == "created"
+        found = await client.call_tool(
+            "recall",
+            {
+                "query": "what was planted behind the shed",
+                "topics": ["garden"],
+                "fact_types": ["experience"],
+            },
+        )
+        assert found.is_error is False, found.content[0].text
+        [view] = found.structured_content["memories"]
+        assert view["category"] == "garden" and view["fact_type"] == "experience"
     assert _auto_topics(database_url) == {"garden": 1}
 
 

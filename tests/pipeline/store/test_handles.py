@@ -7,7 +7,7 @@ import uuid
 from contextlib import asynccontextmanager
 
 import pytest
-from mcp import Client
+from support.clients import in_process
 
 from memlane.pipeline import validate
 from memlane.pipeline.config import DatabaseConfig
@@ -15,7 +15,6 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.recall import render
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
@@ -83,12 +82,8 @@ def connect(database_url, tmp_path, embedder):
     async def _connect():
         settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
         engine = Engine(settings.engine(), embedder=embedder)
-        server, state = build_server(settings, engine=engine)
-        try:
-            async with Client(server) as client:
-                yield client, engine
-        finally:
-            await state.close()
+        async with in_process(settings, engine=engine) as client:
+            yield client, engine
 
     return _connect
 

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL heals itself (issue 12), with real processes: two ``memlane serve``
+"""The embedded PostgreSQL heals itself, with real processes: two ``memlane serve``
 stdio servers share one data directory; its postmaster is killed (SIGKILL, a crash), stopped
 fast (SIGINT) and stopped smartly (SIGTERM, which waits for every client to leave). Both servers
 then call at once, racing to restart it: the calls succeed, or fail fast with a clear message and
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MEMLANE, server_env
-from mcp import Client, StdioServerParameters
+from mcp import Client
+from support.clients import call_ok
 from support.postmaster import (
     gone,
     postmaster_pid,
@@ -26,6 +26,7 @@ from support.postmaster import (
     stop_leftover_postgres,
     wait_until,
 )
+from support.processes import stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -42,16 +43,6 @@ ROUND_FACTS = [
     "The VPN certificate expires in March",
     "Kenji prefers Rust for command-line tools",
 ]
-
-
-def stdio_params(data_dir: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=MEMLANE, args=["serve"], env=server_env(data_dir))
-
-
-async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    r = await client.call_tool(tool, args)
-    assert r.is_error is False, f"{tool}({args}) failed: {r.content[0].text}"
-    return r.structured_content
 
 
 async def until_it_works(client: Client, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -79,8 +70,8 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
     try:
         async with Client(stdio_params(data_dir)) as a, Client(stdio_params(data_dir)) as b:
             facts = ["Hana keeps the on-call rota in a shared spreadsheet"]
-            await call(a, "remember", {"content": facts[0], "project": "ops"})
-            await call(
+            await call_ok(a, "remember", {"content": facts[0], "project": "ops"})
+            await call_ok(
                 b, "recall", {"query": "where is the on-call rota?", "project": "ops"}
             )  # b connected too
 
@@ -117,7 +108,7 @@ async def test_stdio_servers_recover_from_a_killed_interrupted_or_terminated_pos
             # Every memory acknowledged before and between the crashes is there, from both servers.
             for client in (a, b):
                 for fact in facts:
-                    res = await call(client, "recall", {"query": fact, "project": "ops", "limit": 5})
+                    res = await call_ok(client, "recall", {"query": fact, "project": "ops", "limit": 5})
                     assert fact in [m["content"] for m in res["memories"]], fact
         # Both servers have exited: the last one out stops the server it did not start itself
         # (pgserver's record of the postmaster follows every restart).

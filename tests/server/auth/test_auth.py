@@ -8,29 +8,27 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import socket
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from support.clients import call_error, call_ok, read_stats
+from support.processes import CLI_TIMEOUT, MEMLANE, free_port, run_memlane, serve, server_env
 
 from memlane.server.auth.token_store import TokenStore, digest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-CLI_TIMEOUT = 180
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -44,37 +42,8 @@ INIT = {
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-@contextmanager
-def serve(transport: str, data_dir: Path, **env: str) -> Iterator[int]:
-    port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="memlane-auth-log-")) / "stderr"
-    with open(log, "wb") as fe:
-        proc = subprocess.Popen(
-            [MEMLANE, "serve", "--transport", transport, "--port", str(port)],
-            env=server_env(data_dir, **env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=fe,
-        )
-    try:
-        try:
-            wait_for_port(port, proc)
-        except Exception:
-            raise RuntimeError(f"{transport} server did not come up:\n{log.read_text()[-3000:]}") from None
-        yield port
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def memlane(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [MEMLANE, *args], env=server_env(data_dir), capture_output=True, text=True, timeout=CLI_TIMEOUT
-    )
+    return run_memlane(*args, env=server_env(data_dir))
 
 
 @asynccontextmanager
@@ -85,22 +54,6 @@ async def http_client(port: int, token: str | None):
         Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=hc)) as client,
     ):
         yield client
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    r = await client.call_tool(tool, args)
-    assert r.is_error is False, f"{tool}({args}) failed: {r.content[0].text}"
-    return r.structured_content
-
-
-async def error(client: Client, tool: str, args: dict[str, Any]) -> str:
-    r = await client.call_tool(tool, args)
-    assert r.is_error is True, f"{tool}({args}) should have failed: {r.structured_content}"
-    return r.content[0].text
-
-
-async def stats(client: Client) -> dict[str, Any]:
-    return json.loads((await client.read_resource("memlane://stats")).contents[0].text)
 
 
 # -- one data directory with tokens, served over streamable HTTP (with /ui) and SSE -------------------
@@ -125,8 +78,11 @@ def site() -> Iterator[Site]:
             ("shortlived", ["acme"]),
         ]
     }
-    with serve("http", data_dir, MEMLANE_UI__ENABLED="true") as http, serve("sse", data_dir) as sse:
-        yield Site(data_dir, http, sse, tokens)
+    with (
+        serve(server_env(data_dir, MEMLANE_UI__ENABLED="true")) as http,
+        serve(server_env(data_dir), transport="sse") as sse,
+    ):
+        yield Site(data_dir, http.port, sse.port, tokens)
 
 
 async def test_requests_without_a_valid_token_get_401_with_www_authenticate(site):
@@ -162,18 +118,22 @@ async def test_requests_without_a_valid_token_get_401_with_www_authenticate(site
 async def test_a_project_token_sees_nothing_of_another_project(site):
     """The table in the report: what the acme token can learn about globex (nothing)."""
     async with http_client(site.http, site.tokens["admin"]) as admin:
-        secret = await ok(
+        secret = await call_ok(
             admin, "remember", {"content": "Globex is acquiring Initech in March", "project": "globex"}
         )
         gid = secret["id"]
 
     async with http_client(site.http, site.tokens["acme"]) as acme:
         # Its own projects work.
-        mine = await ok(
+        mine = await call_ok(
             acme, "remember", {"content": "Acme's release train leaves on Thursdays", "project": "acme"}
         )
-        await ok(acme, "remember", {"content": "The web team ships from acme-web", "project": "acme-web"})
-        res = await ok(acme, "recall", {"query": "when does the release train leave?", "project": "acme"})
+        await call_ok(
+            acme, "remember", {"content": "The web team ships from acme-web", "project": "acme-web"}
+        )
+        res = await call_ok(
+            acme, "recall", {"query": "when does the release train leave?", "project": "acme"}
+        )
         assert mine["id"].startswith(res["memories"][0]["id"])
 
         def same(a: str, b: str, x: str, y: str) -> bool:
@@ -184,52 +144,52 @@ async def test_a_project_token_sees_nothing_of_another_project(site):
             ("recall", {"query": "acquisition plans"}),
             ("remember", {"content": "Acme wants to read Globex's plans"}),
         ]:
-            existing = await error(acme, tool, {**args, "project": "globex"})
-            missing = await error(acme, tool, {**args, "project": "globex-never-created"})
+            existing = await call_error(acme, tool, {**args, "project": "globex"})
+            missing = await call_error(acme, tool, {**args, "project": "globex-never-created"})
             assert "not allowed" in existing
             assert same(existing, missing, "'globex'", "'globex-never-created'"), (existing, missing)
             assert "Initech" not in existing
-            star = await error(acme, tool, {**args, "project": "*"})
+            star = await call_error(acme, tool, {**args, "project": "*"})
             assert same(existing, star, "'globex'", "'*'")
 
         # By id (full, or a handle of 8+ hex digits): a globex memory is a missing id.
         absent = str(uuid.uuid4())
         for tool, args in [("forget", {}), ("update", {"content": "Acme rewrote this"})]:
             for theirs, nothing in [(gid, absent), (gid[:8], absent.replace("-", "")[:8])]:
-                foreign = await error(acme, tool, {"id": theirs, **args})
-                none = await error(acme, tool, {"id": nothing, **args})
+                foreign = await call_error(acme, tool, {"id": theirs, **args})
+                none = await call_error(acme, tool, {"id": nothing, **args})
                 assert same(foreign, none, theirs, nothing), (foreign, none)
                 assert "globex" not in foreign and "Initech" not in foreign
 
         # Stats count its projects only.
-        s = await stats(acme)
+        s = await read_stats(acme)
         assert s["projects"] == {"acme": 1, "acme-web": 1} and s["memories"] == 2
         assert "globex" not in json.dumps(s)
 
     async with http_client(site.http, site.tokens["globex"]) as globex:
-        res = await ok(globex, "recall", {"query": "who is Globex acquiring?", "project": "globex"})
+        res = await call_ok(globex, "recall", {"query": "who is Globex acquiring?", "project": "globex"})
         assert [m["content"] for m in res["memories"]] == ["Globex is acquiring Initech in March"]
-        assert await error(globex, "recall", {"query": "release train", "project": "acme"})
-        assert (await stats(globex))["projects"] == {"globex": 1}
+        assert await call_error(globex, "recall", {"query": "release train", "project": "acme"})
+        assert (await read_stats(globex))["projects"] == {"globex": 1}
 
     async with http_client(site.http, site.tokens["admin"]) as admin:
-        everything = await stats(admin)
+        everything = await read_stats(admin)
         assert everything["projects"] == {"acme": 1, "acme-web": 1, "globex": 1}
 
 
 async def test_sse_enforces_the_token_projects_too(site):
     headers = {"Authorization": f"Bearer {site.tokens['acme']}"}
     async with Client(sse_client(f"http://127.0.0.1:{site.sse}/sse", headers=headers)) as acme:
-        out = await ok(acme, "remember", {"content": "Acme's SSE client works", "project": "acme-sse"})
+        out = await call_ok(acme, "remember", {"content": "Acme's SSE client works", "project": "acme-sse"})
         assert out["project"] == "acme-sse"
-        assert "not allowed" in await error(acme, "recall", {"query": "plans", "project": "globex"})
-        assert "globex" not in json.dumps(await stats(acme))
+        assert "not allowed" in await call_error(acme, "recall", {"query": "plans", "project": "globex"})
+        assert "globex" not in json.dumps(await read_stats(acme))
 
 
 async def test_a_token_revoked_while_the_server_runs_stops_working(site):
     token = site.tokens["shortlived"]
     async with http_client(site.http, token) as client:
-        await ok(client, "recall", {"query": "anything", "project": "acme"})
+        await call_ok(client, "recall", {"query": "anything", "project": "acme"})
         done = memlane("token", "revoke", "shortlived", data_dir=site.data_dir)
         assert done.returncode == 0, done.stderr
         with pytest.raises(Exception):  # noqa: B017 - the transport raises on the 401
@@ -317,18 +277,19 @@ async def test_the_memory_browser_needs_an_all_projects_token(site):
 
 async def test_a_loopback_server_is_open_until_the_first_token_is_created():
     data_dir = Path(tempfile.mkdtemp(prefix="memlane-auth-open-"))
-    with serve("http", data_dir) as port:
+    with serve(server_env(data_dir)) as served:
+        port = served.port
         async with http_client(port, None) as local:  # no token configured: the local user
-            await ok(local, "remember", {"content": "Local notes need no token", "project": "globex"})
-            assert (await stats(local))["projects"] == {"globex": 1}
+            await call_ok(local, "remember", {"content": "Local notes need no token", "project": "globex"})
+            assert (await read_stats(local))["projects"] == {"globex": 1}
             created = memlane("token", "create", "--projects", "acme", "--name", "first", data_dir=data_dir)
             assert created.returncode == 0, created.stderr
             token = created.stdout.splitlines()[-1]
             with pytest.raises(Exception):  # noqa: B017 - its next request gets 401
                 await local.call_tool("recall", {"query": "notes", "project": "globex"})
         async with http_client(port, token) as acme:
-            assert (await stats(acme))["projects"] == {}
-            assert "not allowed" in await error(acme, "recall", {"query": "notes", "project": "globex"})
+            assert (await read_stats(acme))["projects"] == {}
+            assert "not allowed" in await call_error(acme, "recall", {"query": "notes", "project": "globex"})
 
 
 def test_serving_beyond_the_loopback_without_a_token_is_refused():

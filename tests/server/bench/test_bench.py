@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import ROOT
+from support.processes import ROOT
 
 from memlane.server.bench import locomo, mcpbench
 from memlane.server.bench.locomo_data import load_conversations, parse_evidence

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import MEMLANE, server_env
+from support.processes import MEMLANE, server_env
 
 from memlane.server.bench.loadbench import verify
 

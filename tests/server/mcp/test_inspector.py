@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MEMLANE, ROOT
+from support.processes import MEMLANE, ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import tempfile
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, ErrorData, TextContent
+from support.clients import in_process
+from support.processes import server_env, stdio_params
 
 from memlane.pipeline.config import DatabaseConfig, LLMConfig
-from memlane.pipeline.engine import Engine
 from memlane.server.bench.llmstub import StubLLM, canned_reply, stage_of
-from memlane.server.mcp.app import build_server
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio
@@ -58,17 +55,11 @@ async def fill(client: Client) -> None:
         assert r.is_error is False, r.content[0].text
 
 
-@asynccontextmanager
-async def in_process(database_url, tmp_path, embedder, **client_kw):
+def in_process_with_sampling(database_url, tmp_path, embedder, **client_kw):
     settings = load(
         None, data_dir=tmp_path, database=DatabaseConfig(url=database_url), llm=LLMConfig(provider="sampling")
     )
-    server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-    try:
-        async with Client(server, **client_kw) as client:
-            yield client
-    finally:
-        await state.close()
+    return in_process(settings, embedder=embedder, **client_kw)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +67,9 @@ async def in_process(database_url, tmp_path, embedder, **client_kw):
 )
 async def test_sampling_runs_every_llm_stage_on_the_clients_model(database_url, tmp_path, embedder, mode):
     model = ClientModel()
-    async with in_process(database_url, tmp_path, embedder, sampling_callback=model, mode=mode) as client:
+    async with in_process_with_sampling(
+        database_url, tmp_path, embedder, sampling_callback=model, mode=mode
+    ) as client:
         await fill(client)
         r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
     assert r.is_error is False, r.content[0].text
@@ -94,7 +87,7 @@ async def test_sampling_runs_every_llm_stage_on_the_clients_model(database_url, 
 async def test_a_client_without_sampling_gets_the_offline_recall_and_is_told_why(
     database_url, tmp_path, embedder
 ):
-    async with in_process(database_url, tmp_path, embedder) as client:
+    async with in_process_with_sampling(database_url, tmp_path, embedder) as client:
         await fill(client)
         r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
     st = by_stage(r.structured_content)
@@ -109,7 +102,7 @@ async def test_a_client_without_sampling_gets_the_offline_recall_and_is_told_why
 
 async def test_a_handshake_client_that_refuses_sampling_degrades_the_stages(database_url, tmp_path, embedder):
     refusing = ClientModel(refuse=True)
-    async with in_process(
+    async with in_process_with_sampling(
         database_url, tmp_path, embedder, sampling_callback=refusing, mode="legacy"
     ) as client:
         await fill(client)
@@ -125,7 +118,7 @@ async def test_on_2026_07_28_a_refusal_is_the_clients_error_and_the_server_keeps
 ):
     from mcp.shared.exceptions import MCPError
 
-    async with in_process(
+    async with in_process_with_sampling(
         database_url, tmp_path, embedder, sampling_callback=ClientModel(refuse=True)
     ) as client:
         await fill(client)
@@ -144,34 +137,21 @@ def data_dir():
 
 
 @pytest.mark.slow
-async def test_sampling_round_trip_over_stdio_and_streamable_http(data_dir, tmp_path):
+async def test_sampling_round_trip_over_stdio_and_streamable_http(data_dir, tmp_path, http_server):
     env = server_env(data_dir, MEMLANE_LLM__PROVIDER="sampling")
     model = ClientModel()
-    async with Client(
-        StdioServerParameters(command=MEMLANE, args=["serve"], env=env), sampling_callback=model
-    ) as client:
+    async with Client(stdio_params(env=env), sampling_callback=model) as client:
         await fill(client)
         r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
     assert all(by_stage(r.structured_content)[s]["status"] == "ran" for s in LLM_STAGES)
-    port = free_port()
-    proc = subprocess.Popen(
-        [MEMLANE, "serve", "--transport", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "http.stderr").open("w"),
-    )
-    try:
-        wait_for_port(port, proc)
-        http_model = ClientModel()
-        async with Client(f"http://127.0.0.1:{port}/mcp", sampling_callback=http_model) as client:
-            r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
-        st = by_stage(r.structured_content)
-        assert all(st[s]["status"] == "ran" for s in LLM_STAGES), st
-        assert len(http_model.requests) == 4
-        assert r.structured_content["memories"][0]["content"] == FACT
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    http_model = ClientModel()
+    server = http_server(env, log=tmp_path / "http.stderr")
+    async with Client(server.url, sampling_callback=http_model) as client:
+        r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
+    st = by_stage(r.structured_content)
+    assert all(st[s]["status"] == "ran" for s in LLM_STAGES), st
+    assert len(http_model.requests) == 4
+    assert r.structured_content["memories"][0]["content"] == FACT
 
 
 @pytest.mark.slow
@@ -186,7 +166,7 @@ async def test_serve_with_an_openai_compatible_endpoint_from_the_environment(dat
             MEMLANE_LLM__TIMEOUT_S="1",
             MEMLANE_LLM__MAX_RETRIES="0",
         )
-        async with Client(StdioServerParameters(command=MEMLANE, args=["serve"], env=env)) as client:
+        async with Client(stdio_params(env=env)) as client:
             await fill(client)
             r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
             st = by_stage(r.structured_content)

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import tiktoken
 from mcp import Client
+from support.clients import call_error, call_ok, read_stats
 
-from memlane.pipeline.config import DatabaseConfig, RecallConfig, RememberConfig
-from memlane.pipeline.engine import Engine
-from memlane.server.mcp.app import build_server
-from memlane.server.settings import load
+from memlane.pipeline.config import RecallConfig, RememberConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -36,55 +33,17 @@ MEMORY_FIELDS = {"id", "content", "date", "category", "tags", "pinned", "priorit
 
 
 @pytest.fixture
-def connect(database_url, tmp_path, embedder):
-    """``async with connect(**settings) as client``: an in-process client on this test's database,
-    with settings read as the CLI reads them (through load())."""
+def connect(connect):
+    """The shared in-process client, with content capped at MAX_CONTENT_CHARS."""
 
-    @asynccontextmanager
-    async def _connect(**overrides: Any):
-        settings = load(
-            None,
-            data_dir=tmp_path,
-            database=DatabaseConfig(url=database_url),
-            remember=RememberConfig(max_content_chars=MAX_CONTENT_CHARS),
-            **overrides,
-        )
-        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-        try:
-            async with Client(server) as client:
-                yield client
-        finally:
-            await state.close()
+    def _connect(**overrides: Any):
+        return connect(remember=RememberConfig(max_content_chars=MAX_CONTENT_CHARS), **overrides)
 
     return _connect
 
 
-async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    """A tool call that must succeed; returns its structured content."""
-    r = await client.call_tool(tool, args)
-    assert r.is_error is False, f"{tool}({args}) failed: {r.content[0].text}"
-    assert r.structured_content is not None
-    return r.structured_content
-
-
-async def call_error(client: Client, tool: str, args: dict[str, Any]) -> str:
-    """A tool call that must fail as a tool result (not a protocol error); returns the message."""
-    r = await client.call_tool(tool, args)
-    assert r.is_error is True, f"{tool}({args}) unexpectedly succeeded: {r.structured_content}"
-    assert r.structured_content is None
-    assert len(r.content) == 1
-    return r.content[0].text
-
-
-async def stats(client: Client) -> dict[str, Any]:
-    res = await client.read_resource("memlane://stats")
-    assert len(res.contents) == 1
-    assert res.contents[0].mime_type == "application/json"
-    return json.loads(res.contents[0].text)
-
-
 async def recall_contents(client: Client, query: str, **args: Any) -> list[str]:
-    out = await call(client, "recall", {"query": query, **args})
+    out = await call_ok(client, "recall", {"query": query, **args})
     return [m["content"] for m in out["memories"]]
 
 
@@ -123,40 +82,42 @@ async def test_instructions_tell_the_model_when_to_remember_and_recall(connect):
 
 async def test_a_memory_can_be_remembered_recalled_updated_and_forgotten(connect):
     async with connect() as client:
-        await call(client, "remember", {"content": "The billing service stores invoices in PostgreSQL"})
-        out = await call(client, "remember", {"content": "The user prefers Neovim with the gruvbox theme"})
+        await call_ok(client, "remember", {"content": "The billing service stores invoices in PostgreSQL"})
+        out = await call_ok(client, "remember", {"content": "The user prefers Neovim with the gruvbox theme"})
         assert out["status"] == "created"
         mid = out["id"]
         assert uuid.UUID(mid)
 
-        found = await call(client, "recall", {"query": "which editor does the user like?"})
+        found = await call_ok(client, "recall", {"query": "which editor does the user like?"})
         assert mid.startswith(found["memories"][0]["id"])  # a handle: the id's unique start
         assert found["memories"][0]["content"] == "The user prefers Neovim with the gruvbox theme"
 
-        updated = await call(client, "update", {"id": mid, "content": "The user switched to Helix as editor"})
+        updated = await call_ok(
+            client, "update", {"id": mid, "content": "The user switched to Helix as editor"}
+        )
         assert updated["id"] == mid
         assert updated["content"] == "The user switched to Helix as editor"
         assert updated["updated_at"] >= updated["created_at"]
 
-        found = await call(client, "recall", {"query": "which editor does the user like?"})
+        found = await call_ok(client, "recall", {"query": "which editor does the user like?"})
         contents = [m["content"] for m in found["memories"]]
         assert mid.startswith(found["memories"][0]["id"])
         assert "The user switched to Helix as editor" in contents
         assert "The user prefers Neovim with the gruvbox theme" not in contents
 
-        gone = await call(client, "forget", {"id": mid})
+        gone = await call_ok(client, "forget", {"id": mid})
         assert gone == {"id": mid, "status": "forgotten", "content": "The user switched to Helix as editor"}
 
-        found = await call(client, "recall", {"query": "which editor does the user like?"})
+        found = await call_ok(client, "recall", {"query": "which editor does the user like?"})
         assert not any(mid.startswith(m["id"]) for m in found["memories"])
-        assert (await stats(client))["memories"] == 1
+        assert (await read_stats(client))["memories"] == 1
         # Forgetting is final: a second forget of the same id finds nothing.
         assert mid in await call_error(client, "forget", {"id": mid})
 
 
 async def test_recall_returns_the_informative_fields_with_the_stored_values(connect):
     async with connect() as client:
-        out = await call(
+        out = await call_ok(
             client,
             "remember",
             {
@@ -172,7 +133,7 @@ async def test_recall_returns_the_informative_fields_with_the_stored_values(conn
         )
         assert set(out) == {"id", "status", "project", "similar"} and out["similar"] == []
         assert out["project"] == "ops" and out["status"] == "created"
-        res = await call(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
+        res = await call_ok(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
     assert set(res) == {"memories", "tokens_used"}  # no trace without explain=true, no note
     [m] = res["memories"]
     # Only the fields that carry information: no score, project (one project per recall), nulls.
@@ -207,63 +168,65 @@ async def test_metadata_round_trips_exactly_through_remember_recall_and_update(c
         "float": 0.1,
     }
     async with connect() as client:
-        out = await call(
+        out = await call_ok(
             client, "remember", {"content": "The on-call rotation changes every Monday", "metadata": metadata}
         )
-        [m] = (await call(client, "recall", {"query": "on-call rotation"}))["memories"]
+        [m] = (await call_ok(client, "recall", {"query": "on-call rotation"}))["memories"]
         assert m["metadata"] == metadata
         assert json.dumps(m["metadata"], sort_keys=True) == json.dumps(metadata, sort_keys=True)
 
         replacement = {"replaced": [{"k": "v"}], "n": 7}
-        updated = await call(client, "update", {"id": out["id"], "metadata": replacement})
+        updated = await call_ok(client, "update", {"id": out["id"], "metadata": replacement})
         assert updated["metadata"] == replacement
-        [m] = (await call(client, "recall", {"query": "on-call rotation"}))["memories"]
+        [m] = (await call_ok(client, "recall", {"query": "on-call rotation"}))["memories"]
         assert m["metadata"] == replacement
         assert m["content"] == "The on-call rotation changes every Monday"  # only metadata changed
 
 
 async def test_remembering_the_same_memory_twice_returns_the_same_id_as_a_duplicate(connect):
     async with connect() as client:
-        first = await call(client, "remember", {"content": "Alice leads the payments team"})
-        again = await call(client, "remember", {"content": "  Alice leads the payments team  "})
+        first = await call_ok(client, "remember", {"content": "Alice leads the payments team"})
+        again = await call_ok(client, "remember", {"content": "  Alice leads the payments team  "})
         assert first["status"] == "created"
         assert again == {"id": first["id"], "status": "duplicate", "project": "default", "similar": []}
         # The same words at another time, or in another project, are another memory.
-        dated = await call(
+        dated = await call_ok(
             client, "remember", {"content": "Alice leads the payments team", "occurred_at": "2023-01-01"}
         )
-        other = await call(client, "remember", {"content": "Alice leads the payments team", "project": "hr"})
+        other = await call_ok(
+            client, "remember", {"content": "Alice leads the payments team", "project": "hr"}
+        )
         assert dated["status"] == other["status"] == "created"
         assert len({first["id"], dated["id"], other["id"]}) == 3
-        s = await stats(client)
+        s = await read_stats(client)
     assert s["projects"] == {"default": 2, "hr": 1}
 
 
 async def test_recall_never_returns_another_projects_memories(connect):
     async with connect() as client:
-        a = await call(
+        a = await call_ok(
             client,
             "remember",
             {"content": "The Apollo project ships its API on Kubernetes", "project": "apollo"},
         )
-        b = await call(
+        b = await call_ok(
             client,
             "remember",
             {"content": "The Borealis project ships its API on Nomad", "project": "borealis"},
         )
-        d = await call(client, "remember", {"content": "The default project ships its API on bare metal"})
+        d = await call_ok(client, "remember", {"content": "The default project ships its API on bare metal"})
         query = "where does the project ship its API? Kubernetes Nomad bare metal"
 
         def ids(res: dict[str, Any]) -> set[str]:
             full = (a["id"], b["id"], d["id"])
             return {next((f for f in full if f.startswith(m["id"])), m["id"]) for m in res["memories"]}
 
-        res_a = await call(client, "recall", {"query": query, "project": "apollo"})
-        res_b = await call(client, "recall", {"query": query, "project": "borealis"})
-        res_d = await call(client, "recall", {"query": query})
-        res_none = await call(client, "recall", {"query": query, "project": "nobody"})
+        res_a = await call_ok(client, "recall", {"query": query, "project": "apollo"})
+        res_b = await call_ok(client, "recall", {"query": query, "project": "borealis"})
+        res_d = await call_ok(client, "recall", {"query": query})
+        res_none = await call_ok(client, "recall", {"query": query, "project": "nobody"})
         # Asking with project B for A's exact words still finds nothing of A.
-        res_b_exact = await call(
+        res_b_exact = await call_ok(
             client,
             "recall",
             {"query": "The Apollo project ships its API on Kubernetes", "project": "borealis"},
@@ -278,8 +241,8 @@ async def test_recall_never_returns_another_projects_memories(connect):
 
 async def test_explain_returns_the_nine_stages_in_order_and_names_skipped_llm_stages(connect):
     async with connect() as client:
-        await call(client, "remember", {"content": "The staging database is reset every night at 2am"})
-        res = await call(client, "recall", {"query": "when is staging reset?", "explain": True})
+        await call_ok(client, "remember", {"content": "The staging database is reset every night at 2am"})
+        res = await call_ok(client, "recall", {"query": "when is staging reset?", "explain": True})
     trace = res["trace"]
     assert [s["stage"] for s in trace["stages"]] == STAGES
     for s in trace["stages"]:
@@ -312,25 +275,25 @@ async def test_recall_respects_limit_and_max_tokens(connect):
     assert len(long_fact) <= MAX_CONTENT_CHARS
     async with connect() as client:
         for f in [*facts, long_fact]:
-            await call(client, "remember", {"content": f})
-        everything = await call(client, "recall", {"query": "coffee", "max_tokens": 10_000})
+            await call_ok(client, "remember", {"content": f})
+        everything = await call_ok(client, "recall", {"query": "coffee", "max_tokens": 10_000})
         assert len(everything["memories"]) == 6
 
-        limited = await call(client, "recall", {"query": "coffee", "limit": 2, "max_tokens": 10_000})
+        limited = await call_ok(client, "recall", {"query": "coffee", "limit": 2, "max_tokens": 10_000})
         assert len(limited["memories"]) == 2
         # The limit keeps the best ones, in the same order.
         assert [m["id"] for m in limited["memories"]] == [m["id"] for m in everything["memories"][:2]]
 
         # The budget bounds the whole result the model reads, not only the contents.
         budget = 100
-        capped = await call(client, "recall", {"query": "coffee", "max_tokens": budget})
+        capped = await call_ok(client, "recall", {"query": "coffee", "max_tokens": budget})
         used = len(enc.encode_ordinary(json.dumps(capped, ensure_ascii=False, separators=(",", ":"))))
         assert 1 <= len(capped["memories"]) < 6
         assert capped["tokens_used"] == used <= budget
         assert long_fact not in [m["content"] for m in capped["memories"]]
 
         # Too small for any memory: an empty list and a note that says what to do.
-        small = await call(client, "recall", {"query": "coffee", "max_tokens": 30})
+        small = await call_ok(client, "recall", {"query": "coffee", "max_tokens": 30})
         assert small["memories"] == [] and small["tokens_used"] <= 30
         # Too small for any result at all: refused, saying why.
         msg = await call_error(client, "recall", {"query": "coffee", "max_tokens": 1})
@@ -339,8 +302,10 @@ async def test_recall_respects_limit_and_max_tokens(connect):
 
 async def test_recall_without_max_tokens_uses_the_configured_default_budget(connect):
     async with connect(recall=RecallConfig(default_max_tokens=25)) as client:
-        await call(client, "remember", {"content": "Alice prefers tabs over spaces in every Python project"})
-        res = await call(client, "recall", {"query": "tabs or spaces?", "explain": True})
+        await call_ok(
+            client, "remember", {"content": "Alice prefers tabs over spaces in every Python project"}
+        )
+        res = await call_ok(client, "recall", {"query": "tabs or spaces?", "explain": True})
     assembly = res["trace"]["stages"][-1]
     assert assembly["detail"]["max_tokens"] == 25
     assert res["memories"] == [] and res["tokens_used"] <= 25
@@ -348,13 +313,13 @@ async def test_recall_without_max_tokens_uses_the_configured_default_budget(conn
 
 async def test_recall_accepts_a_reference_time(connect):
     async with connect() as client:
-        await call(
+        await call_ok(
             client,
             "remember",
             {"content": "The quarterly review was moved to Friday", "occurred_at": "2024-05-08"},
         )
         for ref in ("2024-05-10", "2024-05-10T09:00:00Z", "2024-05-10T09:00:00+02:00"):
-            res = await call(client, "recall", {"query": "quarterly review", "reference_time": ref})
+            res = await call_ok(client, "recall", {"query": "quarterly review", "reference_time": ref})
             assert [m["content"] for m in res["memories"]] == ["The quarterly review was moved to Friday"]
         msg = await call_error(
             client, "recall", {"query": "quarterly review", "reference_time": "next tuesday"}
@@ -407,8 +372,8 @@ async def test_bad_input_is_a_tool_error_that_says_what_is_accepted_and_writes_n
     connect, tool, args, fragments
 ):
     async with connect() as client:
-        seed = await call(client, "remember", {"content": SEED, "tags": ["release"]})
-        before = await call(client, "recall", {"query": "release train"})
+        seed = await call_ok(client, "remember", {"content": SEED, "tags": ["release"]})
+        before = await call_ok(client, "recall", {"query": "release train"})
         args = {k: (seed["id"] if v == "{seed}" else v) for k, v in args.items()}
 
         msg = await call_error(client, tool, args)
@@ -417,13 +382,13 @@ async def test_bad_input_is_a_tool_error_that_says_what_is_accepted_and_writes_n
             assert fragment in msg, f"{fragment!r} not in {msg!r}"
 
         # Nothing was written: same count, and the seeded memory is unchanged.
-        s = await stats(client)
+        s = await read_stats(client)
         assert s["memories"] == 1 and s["projects"] == {"default": 1}
-        after = await call(client, "recall", {"query": "release train"})
+        after = await call_ok(client, "recall", {"query": "release train"})
         assert after == before
 
         # The server keeps working.
-        ok = await call(client, "remember", {"content": "The retro is on Fridays at four"})
+        ok = await call_ok(client, "remember", {"content": "The retro is on Fridays at four"})
         assert ok["status"] == "created"
         assert "The retro is on Fridays at four" in await recall_contents(client, "when is the retro?")
 
@@ -433,9 +398,9 @@ async def test_the_server_keeps_working_after_a_run_of_errors_in_one_session(con
         for tool, args, _ in BAD_CALLS:
             if "{seed}" not in args.values():
                 await call_error(client, tool, args)
-        assert (await stats(client))["memories"] == 0
-        out = await call(client, "remember", {"content": "Errors do not poison the session"})
-        found = await call(client, "recall", {"query": "poison the session"})
+        assert (await read_stats(client))["memories"] == 0
+        out = await call_ok(client, "remember", {"content": "Errors do not poison the session"})
+        found = await call_ok(client, "recall", {"query": "poison the session"})
         assert out["id"].startswith(found["memories"][0]["id"])
 
 
@@ -444,7 +409,7 @@ async def test_unknown_tool_is_an_error_result(connect):
         r = await client.call_tool("remember_everything", {"content": "x"})
         assert r.is_error is True
         assert "Unknown tool" in r.content[0].text
-        assert (await stats(client))["memories"] == 0
+        assert (await read_stats(client))["memories"] == 0
 
 
 async def test_stats_resource_reports_counts_per_project_model_and_schema_version(connect, embedder):
@@ -453,13 +418,13 @@ async def test_stats_resource_reports_counts_per_project_model_and_schema_versio
         assert "memlane://stats" in resources
         assert resources["memlane://stats"].mime_type == "application/json"
 
-        empty = await stats(client)
+        empty = await read_stats(client)
         assert empty["memories"] == 0 and empty["projects"] == {}
         for i in range(3):
-            await call(client, "remember", {"content": f"Alpha fact number {i}", "project": "alpha"})
-        await call(client, "remember", {"content": "Beta fact", "project": "beta"})
-        await call(client, "remember", {"content": "Default fact"})
-        s = await stats(client)
+            await call_ok(client, "remember", {"content": f"Alpha fact number {i}", "project": "alpha"})
+        await call_ok(client, "remember", {"content": "Beta fact", "project": "beta"})
+        await call_ok(client, "remember", {"content": "Default fact"})
+        s = await read_stats(client)
     assert s["projects"] == {"alpha": 3, "beta": 1, "default": 1}
     assert s["memories"] == 5
     assert s["embedding_model"] == embedder.model_id == s["configured_model"]

@@ -10,87 +10,30 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import MEMLANE, free_port, server_env, wait_for_port
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.sse import sse_client
+from support.clients import call_ok
+from support.postmaster import stop_leftover_postgres
+from support.processes import MEMLANE, free_port, run_memlane, serve, server_env, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-CLI_TIMEOUT = 180  # seconds; generous for a loaded 2-core machine, never reached when things work
-
-
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-@contextmanager
-def http_server(transport: str, data_dir: Path, logs: Path) -> Iterator[tuple[int, Path]]:
-    """``memlane serve --transport {http,sse}``; yields (port, stdout file)."""
-    port = free_port()
-    out, err = logs / f"{transport}.stdout", logs / f"{transport}.stderr"
-    with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(
-            [MEMLANE, "serve", "--transport", transport, "--port", str(port)],
-            env=server_env(data_dir),
-            stdin=subprocess.DEVNULL,
-            stdout=fo,
-            stderr=fe,
-        )
-    try:
-        try:
-            wait_for_port(port, proc)
-        except Exception:
-            raise RuntimeError(f"{transport} server did not come up:\n{err.read_text()[-3000:]}") from None
-        yield port, out
-    finally:
-        # SIGINT (Ctrl-C), not SIGTERM: SIGTERM leaves the embedded PostgreSQL running (see
-        # test_sigterm_stops_the_server_and_the_embedded_database).
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def stop_leftover_postgres(data_dir: Path) -> None:
-    """Clean-up only: stop an embedded PostgreSQL a killed server left running in data_dir."""
-    pid_file = data_dir / "pg" / "postmaster.pid"
-    try:
-        pid = int(pid_file.read_text().split()[0])
-        os.kill(pid, signal.SIGINT)  # fast shutdown
-    except (OSError, ValueError, IndexError):
-        return
-    deadline = time.monotonic() + 30
-    while pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
-def stdio_params(data_dir: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=MEMLANE, args=["serve"], env=server_env(data_dir))
-
-
-def memlane(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MEMLANE, *args], env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT)
-
-
-async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    r = await client.call_tool(tool, args)
-    assert r.is_error is False, f"{tool}({args}) failed: {r.content[0].text}"
-    return r.structured_content
 
 
 async def memory_lifecycle(client: Client, project: str) -> None:
     """remember -> recall -> update -> recall sees the new content -> forget -> recall misses it."""
     tools = {t.name for t in (await client.list_tools()).tools}
     assert tools == {"remember", "recall", "forget", "update", "ingest"}
-    await call(client, "remember", {"content": "The CI pipeline runs on GitHub Actions", "project": project})
-    out = await call(
+    await call_ok(
+        client, "remember", {"content": "The CI pipeline runs on GitHub Actions", "project": project}
+    )
+    out = await call_ok(
         client,
         "remember",
         {
@@ -103,20 +46,28 @@ async def memory_lifecycle(client: Client, project: str) -> None:
     assert out["status"] == "created" and out["project"] == project
     mid = out["id"]
 
-    res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
+    res = await call_ok(
+        client, "recall", {"query": "what colour scheme does Carol like?", "project": project}
+    )
     assert mid.startswith(res["memories"][0]["id"])  # a handle: the id's unique start
     assert res["memories"][0]["metadata"] == {"via": project, "n": [1, {"x": None}]}
     assert res["memories"][0]["tags"] == ["ui"]
 
-    upd = await call(client, "update", {"id": mid, "content": "Carol switched to light mode in every editor"})
+    upd = await call_ok(
+        client, "update", {"id": mid, "content": "Carol switched to light mode in every editor"}
+    )
     assert upd["content"] == "Carol switched to light mode in every editor"
-    res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
+    res = await call_ok(
+        client, "recall", {"query": "what colour scheme does Carol like?", "project": project}
+    )
     assert mid.startswith(res["memories"][0]["id"])
     assert res["memories"][0]["content"] == "Carol switched to light mode in every editor"
 
-    gone = await call(client, "forget", {"id": mid})
+    gone = await call_ok(client, "forget", {"id": mid})
     assert gone["status"] == "forgotten" and gone["id"] == mid
-    res = await call(client, "recall", {"query": "what colour scheme does Carol like?", "project": project})
+    res = await call_ok(
+        client, "recall", {"query": "what colour scheme does Carol like?", "project": project}
+    )
     assert not any(mid.startswith(m["id"]) for m in res["memories"])
 
     stats = json.loads((await client.read_resource("memlane://stats")).contents[0].text)
@@ -142,8 +93,8 @@ def logs(tmp_path_factory) -> Path:
 def http_port(shared_dir, logs) -> Iterator[tuple[int, Path]]:
     """One streamable-HTTP server for the module; while it runs, the embedded PostgreSQL in
     shared_dir stays up for the CLI tests that join it."""
-    with http_server("http", shared_dir, logs) as port_and_out:
-        yield port_and_out
+    with serve(server_env(shared_dir), log=logs / "http.stderr", stdout=logs / "http.stdout") as served:
+        yield served.port, logs / "http.stdout"
 
 
 async def test_memory_lifecycle_over_stdio(shared_dir, http_port):
@@ -159,19 +110,20 @@ async def test_memory_lifecycle_over_streamable_http_with_nothing_on_stdout(http
         await memory_lifecycle(client, "over-http")
     # A second session on the same process sees what the first stored.
     async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-        res = await call(client, "recall", {"query": "CI pipeline", "project": "over-http"})
+        res = await call_ok(client, "recall", {"query": "CI pipeline", "project": "over-http"})
         assert res["memories"][0]["content"] == "The CI pipeline runs on GitHub Actions"
     # Uvicorn's access log (which goes to stdout) is off.
     assert stdout.read_bytes() == b""
 
 
 async def test_memory_lifecycle_over_sse(shared_dir, logs, http_port):
-    with http_server("sse", shared_dir, logs) as (port, _):
+    with serve(server_env(shared_dir), transport="sse", log=logs / "sse.stderr") as served:
+        port = served.port
         async with Client(sse_client(f"http://127.0.0.1:{port}/sse")) as client:
             await memory_lifecycle(client, "over-sse")
         # SSE runs the lifespan per connection; a second connection must still work.
         async with Client(sse_client(f"http://127.0.0.1:{port}/sse")) as client:
-            res = await call(client, "recall", {"query": "CI pipeline", "project": "over-sse"})
+            res = await call_ok(client, "recall", {"query": "CI pipeline", "project": "over-sse"})
             assert res["memories"][0]["content"] == "The CI pipeline runs on GitHub Actions"
 
 
@@ -292,7 +244,7 @@ def test_stdio_stdout_carries_only_json_rpc(tmp_path):
 async def test_memories_survive_a_server_restart(tmp_path):
     data_dir = tmp_path / "data"
     async with Client(stdio_params(data_dir)) as client:
-        out = await call(
+        out = await call_ok(
             client,
             "remember",
             {
@@ -302,7 +254,9 @@ async def test_memories_survive_a_server_restart(tmp_path):
                 "metadata": {"k": [1, 2]},
             },
         )
-        before = (await call(client, "recall", {"query": "wifi password", "project": "office"}))["memories"]
+        before = (await call_ok(client, "recall", {"query": "wifi password", "project": "office"}))[
+            "memories"
+        ]
     # The last process using the embedded database stops it; wait for that before restarting.
     pid_file = data_dir / "pg" / "postmaster.pid"
     deadline = time.monotonic() + 30
@@ -311,7 +265,7 @@ async def test_memories_survive_a_server_restart(tmp_path):
         time.sleep(0.1)
 
     async with Client(stdio_params(data_dir)) as client:
-        after = (await call(client, "recall", {"query": "wifi password", "project": "office"}))["memories"]
+        after = (await call_ok(client, "recall", {"query": "wifi password", "project": "office"}))["memories"]
         stats = json.loads((await client.read_resource("memlane://stats")).contents[0].text)
     assert [out["id"].startswith(m["id"]) for m in after] == [True]
     assert after == before
@@ -370,7 +324,7 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
     shared_dir, http_port, tmp_path, database_url
 ):
     env = server_env(shared_dir)
-    r = memlane(
+    r = run_memlane(
         "remember",
         "The CLI remembers that Dave owns the billing service",
         "--project",
@@ -389,7 +343,7 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
     stored = json.loads(r.stdout)
     assert stored["status"] == "created" and stored["project"] == "cli"
 
-    r = memlane("recall", "who owns billing?", "--project", "cli", "--json", env=env)
+    r = run_memlane("recall", "who owns billing?", "--project", "cli", "--json", env=env)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     [m] = res["memories"]
@@ -400,7 +354,7 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
     assert res["tokens_used"] > 0
 
     export_file = tmp_path / "cli.jsonl"
-    r = memlane("export", "--project", "cli", "--output", str(export_file), env=env)
+    r = run_memlane("export", "--project", "cli", "--output", str(export_file), env=env)
     assert r.returncode == 0, r.stderr
     exported = [json.loads(line) for line in export_file.read_text().splitlines()]
     assert [e["id"] for e in exported] == [stored["id"]]
@@ -408,16 +362,16 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
 
     # Into a fresh database: the first import creates, the second adds nothing.
     fresh = server_env(tmp_path / "unused", MEMLANE_DATABASE__URL=database_url)
-    r = memlane("import", str(export_file), env=fresh)
+    r = run_memlane("import", str(export_file), env=fresh)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"read": 1, "created": 1, "duplicate": 0}
-    r = memlane("import", str(export_file), env=fresh)
+    r = run_memlane("import", str(export_file), env=fresh)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"read": 1, "created": 0, "duplicate": 1}
     assert _db_count(database_url) == 1
 
     # The round trip keeps everything but the identity fields.
-    r = memlane("export", env=fresh)
+    r = run_memlane("export", env=fresh)
     assert r.returncode == 0, r.stderr
     [copy] = [json.loads(line) for line in r.stdout.splitlines()]
     skip = {"id", "created_at", "updated_at"}
@@ -437,7 +391,7 @@ def test_cli_import_with_a_bad_line_exits_nonzero_names_the_line_and_writes_noth
     f = tmp_path / "bad.jsonl"
     f.write_text("\n".join(lines) + "\n")
     env = server_env(tmp_path / "unused", MEMLANE_DATABASE__URL=database_url)
-    r = memlane("import", str(f), env=env)
+    r = run_memlane("import", str(f), env=env)
     assert r.returncode != 0
     assert "line 2" in r.stderr and "not JSON" in r.stderr
     assert "line 3" in r.stderr and "priority 11" in r.stderr
@@ -448,7 +402,7 @@ def test_cli_import_with_a_bad_line_exits_nonzero_names_the_line_and_writes_noth
 
 
 def test_cli_doctor_exits_zero_and_reports_the_model(shared_dir, http_port, embedder):
-    r = memlane("doctor", env=server_env(shared_dir))
+    r = run_memlane("doctor", env=server_env(shared_dir))
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["status"] == "ok"
@@ -475,7 +429,7 @@ def test_cli_doctor_exits_zero_and_reports_the_model(shared_dir, http_port, embe
 def test_an_unknown_config_key_exits_2_and_names_the_key(tmp_path, toml, key, command):
     cfg = tmp_path / "memlane.toml"
     cfg.write_text(toml)
-    r = memlane("--config", str(cfg), command, env=server_env(tmp_path / "data"))
+    r = run_memlane("--config", str(cfg), command, env=server_env(tmp_path / "data"))
     assert r.returncode == 2
     assert f"unknown key '{key}'" in r.stderr
     assert str(cfg) in r.stderr
@@ -484,7 +438,7 @@ def test_an_unknown_config_key_exits_2_and_names_the_key(tmp_path, toml, key, co
 
 
 def test_an_unknown_memlane_environment_variable_exits_2_and_names_it(tmp_path):
-    r = memlane("doctor", env=server_env(tmp_path / "data", MEMLANE_RECAL__DEFAULT_LIMIT="5"))
+    r = run_memlane("doctor", env=server_env(tmp_path / "data", MEMLANE_RECAL__DEFAULT_LIMIT="5"))
     assert r.returncode == 2
     assert "MEMLANE_RECAL__DEFAULT_LIMIT is not a memlane setting" in r.stderr
     assert not (tmp_path / "data").exists()

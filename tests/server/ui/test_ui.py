@@ -377,7 +377,7 @@ def test_non_loopback_addresses_are_refused():
 def test_memlane_ui_refuses_a_non_loopback_address(tmp_path):
     import subprocess
 
-    from conftest import MEMLANE, server_env
+    from support.processes import MEMLANE, server_env
 
     proc = subprocess.run(
         [MEMLANE, "ui", "--host", "0.0.0.0", "--port", "9"],
@@ -392,10 +392,10 @@ def test_memlane_ui_refuses_a_non_loopback_address(tmp_path):
 
 
 @pytest.mark.slow
-def test_http_server_serves_the_browser_at_ui_when_enabled(database_url, tmp_path):
+def test_http_server_serves_the_browser_at_ui_when_enabled(database_url, tmp_path, http_server):
     import subprocess
 
-    from conftest import MEMLANE, free_port, server_env, wait_for_port
+    from support.processes import MEMLANE, server_env
 
     env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url, MEMLANE_UI__ENABLED="true")
     refused = subprocess.run(
@@ -406,26 +406,13 @@ def test_http_server_serves_the_browser_at_ui_when_enabled(database_url, tmp_pat
         timeout=60,
     )
     assert refused.returncode == 2 and "refusing to serve the memory browser" in refused.stderr
-    port = free_port()
-    proc = subprocess.Popen(
-        [MEMLANE, "serve", "--transport", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
-            r = c.get("/ui/")
-            assert r.status_code == 200 and "<h1>Projects</h1>" in r.text
-            assert (
-                'href="/ui/recall"' in r.text and "script-src 'none'" in r.headers["content-security-policy"]
-            )
-            assert c.get("/ui", follow_redirects=False).status_code == 308
-            assert c.get("/ui/stats").status_code == 200
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    port = http_server(env).port
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+        r = c.get("/ui/")
+        assert r.status_code == 200 and "<h1>Projects</h1>" in r.text
+        assert 'href="/ui/recall"' in r.text and "script-src 'none'" in r.headers["content-security-policy"]
+        assert c.get("/ui", follow_redirects=False).status_code == 308
+        assert c.get("/ui/stats").status_code == 200
 
 
 async def test_forgetting_the_last_memory_of_a_project_returns_to_the_projects(client):

@@ -10,12 +10,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import uuid
 from pathlib import Path
 
-import psycopg
 import pytest
-from conftest import MEMLANE, _with_db, free_port, server_env, wait_for_port
+from support.db import new_database
+from support.processes import MEMLANE, free_port, server_env, wait_for_port
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
@@ -64,10 +63,7 @@ def site(pg_root, embedder):
     """``memlane ui`` on a free loopback port over a seeded database; yields (base URL, engine config)."""
     if why := _skip_reason():
         pytest.skip(f"real-browser tests skipped: {why}")
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_root, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = _with_db(pg_root, name)
+    url = new_database(pg_root)
     data_dir = Path(tempfile.mkdtemp(prefix="memlane-ui-browser-"))
     config = EngineConfig(data_dir=data_dir, database=DatabaseConfig(url=url))
 

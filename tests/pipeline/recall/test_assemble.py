@@ -1,4 +1,4 @@
-"""The token budget bounds the whole recall result the client's model reads (issue 11).
+"""The token budget bounds the whole recall result the client's model reads.
 
 Property-based over the pure packing function (random memories, budgets and limits), then end to
 end over MCP: the text block is the compact structure, the structured content validates against
@@ -8,26 +8,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonschema
 import pytest
-from conftest import make_memory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
+from support.records import make_memory
 
-from memlane.pipeline.config import DatabaseConfig
-from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.assemble import NOTE_NO_FIT, NOTE_NOTHING, pack
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.mcp.app import build_server
-from memlane.server.settings import load
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -147,6 +141,14 @@ def test_a_long_memory_is_skipped_and_shorter_ones_after_it_still_fit():
     assert [c.memory.content for c in packed.chosen] == ["short one", "short two"]
 
 
+def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
+    long = Candidate(make_memory("word " * 500))
+    short1, short2, short3 = (Candidate(make_memory(f"short fact number {i}")) for i in range(3))
+    packed = pack([short1, long, short2, short3], limit=2, max_tokens=80)
+    assert [c.memory.content for c in packed.chosen] == [short1.memory.content, short2.memory.content]
+    assert packed.tokens_used == count_tokens(render.to_text(packed.rendered)) <= 80
+
+
 def test_the_handle_is_the_start_of_the_id_with_the_asked_hex_digits():
     mid = uuid.UUID("0123abcd-ef01-4567-89ab-cdef01234567")
     assert render.handle_of(mid) == "0123abcd"
@@ -155,21 +157,6 @@ def test_the_handle_is_the_start_of_the_id_with_the_asked_hex_digits():
 
 
 # -- end to end over MCP ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def connect(database_url, tmp_path, embedder):
-    @asynccontextmanager
-    async def _connect():
-        settings = load(None, data_dir=tmp_path, database=DatabaseConfig(url=database_url))
-        server, state = build_server(settings, engine=Engine(settings.engine(), embedder=embedder))
-        try:
-            async with Client(server) as client:
-                yield client
-        finally:
-            await state.close()
-
-    return _connect
 
 
 FACTS = [

@@ -1,61 +1,12 @@
-"""The pure stages and the input checks, without a database."""
+"""The input checks every write and recall runs: dates, ids, content, tags, priority, metadata,
+and the content hash that tells one memory from another."""
 
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from conftest import make_memory
 
 from memlane.pipeline import validate
-from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.recall import assemble, fuse, render, threshold
-from memlane.pipeline.records import Candidate, Memory
-from memlane.pipeline.tokens import count_tokens
-
-
-def mem(content: str) -> Memory:
-    return make_memory(content)
-
-
-def test_rrf_rewards_agreement_between_arms():
-    a, b, c = mem("a"), mem("b"), mem("c")
-    fused = fuse.reciprocal_rank_fusion(
-        {"vector": [(a, 0.9), (b, 0.8)], "keyword": [(b, 2.0), (c, 1.0)]}, k=60
-    )
-    assert [x.memory.content for x in fused] == ["b", "a", "c"]
-    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
-    assert fused[0].arm_scores == {"vector": 0.8, "keyword": 2.0}
-
-
-def test_rrf_keeps_the_best_rank_when_a_list_repeats_a_memory():
-    a = mem("a")
-    fused = fuse.reciprocal_rank_fusion({"vector": [(a, 0.9), (a, 0.5)]}, k=60)
-    assert len(fused) == 1 and fused[0].score == pytest.approx(1 / 61)
-
-
-def test_threshold_keeps_keyword_hits_and_drops_weak_vector_only_hits():
-    # Today's rule alone (the adaptive parts are in tests/pipeline/recall/test_threshold.py): a shared word keeps a
-    # candidate, no shared word and a cosine under min_similarity drops it.
-    cfg = RecallConfig(semantic_min_similarity=0.3, word_min_similarity=-1.0, relative_floor=0.0)
-    kw = Candidate(mem("staging"), arm_scores={"keyword": 0.1, "vector": 0.01})
-    weak = Candidate(mem("weak"), arm_scores={"vector": 0.05})
-    strong = Candidate(mem("strong"), arm_scores={"vector": 0.4})
-    kept = threshold.apply_floor([kw, weak, strong], cfg, query="staging")
-    assert [c.memory.content for c in kept] == ["staging", "strong"]
-
-
-def test_assembly_respects_limit_and_token_budget_and_skips_what_does_not_fit():
-    long = Candidate(mem("word " * 500))
-    short1, short2, short3 = (Candidate(mem(f"short fact number {i}")) for i in range(3))
-    packed = assemble.pack([short1, long, short2, short3], limit=2, max_tokens=80)
-    assert [c.memory.content for c in packed.chosen] == [short1.memory.content, short2.memory.content]
-    assert packed.tokens_used == count_tokens(render.to_text(packed.rendered)) <= 80
-
-
-def test_token_counts_match_cl100k_base():
-    # "hello world" is two tokens in cl100k_base; an empty string is none.
-    assert count_tokens("hello world") == 2
-    assert count_tokens("") == 0
 
 
 @pytest.mark.parametrize(

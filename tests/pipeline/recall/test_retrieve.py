@@ -1,0 +1,113 @@
+"""Stage 4, retrieval on real PostgreSQL: a list per query text and per arm, the vector arm inside
+or outside the scoring statement, and the keyword arm's question terms reused."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from memlane.pipeline.recall.retrieve import retrieve
+from memlane.pipeline.records import Query
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_every_query_text_and_the_hyde_passage_get_their_own_lists(engine):
+    filler = [{"content": f"Note {i}: the weekly sync covered topic number {i}"} for i in range(30)]
+    await engine.remember_many([{"content": "The billing service stores invoices in PostgreSQL"}, *filler])
+    req = engine.recall_request("where are invoices kept?")
+    c = SimpleNamespace(
+        config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+    )
+    query = Query(
+        text=req.query, variants=("invoice storage database",), hypothetical="Invoices live in Postgres."
+    )
+    step = await retrieve(c, query)
+    lists = step.value.lists
+    assert {"vector", "keyword", "vector:1", "keyword:1", "vector:hyde"} <= set(lists)
+    assert "keyword:hyde" not in lists  # HyDE feeds the arms that need an embedding only
+    assert lists["vector:hyde"][0][0].content == "The billing service stores invoices in PostgreSQL"
+    assert lists["keyword"][0][0].content == "The billing service stores invoices in PostgreSQL"
+
+
+async def test_the_vector_arm_finds_the_same_hits_alone_or_inside_the_scoring_statement(engine, monkeypatch):
+    """The vector arm's top k is selected inside the union's scoring statement when the keyword arm
+    finished during the embedding, and by a statement of its own when it did not: same hits, same
+    scores, either way."""
+    import asyncio
+    import time
+
+    await engine.remember_many(
+        [
+            {"content": f"Note {i}: the {w} service moved its invoices to cluster {i % 7}"}
+            for i, w in enumerate(["billing", "payments", "search", "mobile", "ledger"] * 12)
+        ]
+    )
+    req = engine.recall_request("which cluster holds the billing invoices?")
+    slow: dict[str, bool] = {}
+    calls: list[str] = []
+    real_candidates = type(engine.store).candidates
+    real_embed = engine.embedder.embed_queries
+
+    async def candidates(self, arm, **kw):
+        calls.append(arm)
+        ids = await real_candidates(self, arm, **kw)
+        if arm == "keyword" and slow.get("keyword"):
+            await asyncio.sleep(1.0)  # still running when the embedding is done
+        return ids
+
+    def embed_queries(texts):
+        if slow.get("embedding"):
+            time.sleep(1.0)  # the keyword arm is done long before
+        return real_embed(texts)
+
+    monkeypatch.setattr(type(engine.store), "candidates", candidates)
+    monkeypatch.setattr(engine.embedder, "embed_queries", embed_queries)
+
+    async def run(which: str):
+        slow.clear()
+        slow[which] = True
+        calls.clear()
+        c = SimpleNamespace(
+            config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+        )
+        out = (await retrieve(c, Query(text=req.query))).value
+        return {k: [(str(m.id), round(s, 6)) for m, s in v] for k, v in out.lists.items()}, list(calls)
+
+    inline, inline_calls = await run("embedding")
+    alone, alone_calls = await run("keyword")
+    assert inline_calls == ["keyword"] and sorted(alone_calls) == ["keyword", "vector"]
+    assert inline["vector"] and inline == alone
+
+
+async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_again(engine):
+    """The statements after the embedding take the question's lexemes, idfs and tsquery as the
+    keyword arm's statement read them (``QueryTerms``) instead of computing them again: same
+    hits, same scores, with or without them; also for a question with no lexeme at all."""
+    await engine.remember_many(
+        [
+            {"content": f"Note {i}: the {w} service moved its invoices to cluster {i % 7}"}
+            for i, w in enumerate(["billing", "payments", "search", "mobile", "ledger"] * 6)
+        ]
+        + [{"content": "Billing invoices: billing owns billing disputes"}]
+    )
+    store = engine.store
+    for question in ("billing invoices in which cluster?", "and the of it"):
+        ids, scores, terms = await store.candidates("keyword", project="default", query=question, k=8)
+        assert terms is not None and bool(terms.lexemes) == (question != "and the of it")
+        assert len(scores) == len(ids) and scores == sorted(scores, reverse=True)
+        embedding = engine.embedder.embed_query(question)
+        common = {"project": "default", "query": question, "embedding": embedding, "k": 8}
+        given = await store.search(**common, preselected={"keyword": ids}, terms=terms)
+        again = await store.search(**common, preselected={"keyword": ids})
+        assert [(h.memory.id, h.found_by) for h in given] == [(h.memory.id, h.found_by) for h in again]
+        assert [h.scores for h in given] == [pytest.approx(h.scores, rel=1e-12) for h in again]
+        if terms.lexemes:  # the keyword arm found the billing notes, and scored them
+            assert ids and max(h.scores["keyword"] for h in given) > 0
+            # the scores it returned with its candidates are those the scoring statement computes
+            assert dict(zip(ids, scores, strict=True)) == pytest.approx(
+                {h.memory.id: h.scores["keyword"] for h in given if h.memory.id in set(ids)}, rel=1e-9
+            )
+    vec_ids, no_scores, none = await store.candidates(
+        "vector", project="default", query="x", k=3, embedding=embedding
+    )
+    assert none is None and no_scores is None and len(vec_ids) == 3
