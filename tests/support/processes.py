@@ -87,6 +87,16 @@ class Served:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}" + ("/sse" if self.transport == "sse" else "/mcp")
 
+    def wait_for_log(self, text: str, timeout_s: float = 60.0) -> None:
+        """Block until ``text`` appears in the server's stderr log (it exits or times out: fail)."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{text!r} never appeared in the server's log:\n{self.log.read_text()[-3000:]}"
+                )
+            time.sleep(0.1)
+
 
 @contextmanager
 def serve(

@@ -146,6 +146,9 @@ async def test_sampling_round_trip_over_stdio_and_streamable_http(data_dir, tmp_
     assert all(by_stage(r.structured_content)[s]["status"] == "ran" for s in LLM_STAGES)
     http_model = ClientModel()
     server = http_server(env, log=tmp_path / "http.stderr")
+    # The server loads its model in the background, as long as recall's whole deadline on a cold
+    # start: the round trip under test is the sampling, so its first recall waits for the model.
+    server.wait_for_log("loaded embedding model")
     async with Client(server.url, sampling_callback=http_model) as client:
         r = await client.call_tool("recall", {"query": QUESTION, "explain": True})
     st = by_stage(r.structured_content)
