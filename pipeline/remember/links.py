@@ -13,7 +13,6 @@ from uuid import UUID
 
 import numpy as np
 
-from memlane.pipeline import entities
 from memlane.pipeline.config import GraphConfig
 from memlane.pipeline.entities import Entity, extract
 from memlane.pipeline.providers.embedding.base import unit_rows
@@ -130,6 +129,6 @@ def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True
     )
     return LinkPlan(
         settings=link_settings(cfg, embedder),
-        entities=[entities.extract(m.content) for m in inputs],
+        entities=[extract(m.content) for m in inputs],
         chain=conversation,
     )
