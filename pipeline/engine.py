@@ -6,8 +6,10 @@ starts and the embedding model loads in the background.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,24 @@ class Engine:
 
     _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
     _watcher: asyncio.Task | None = None
+    _prestarted: tuple[EmbeddedPostgres, concurrent.futures.Future] | None = None
+
+    def prestart(self) -> None:
+        """Start the embedded PostgreSQL now, in a thread, for the ``open`` to come (which then
+        waits for it): a server starts its database while it imports the MCP SDK. Nothing to do
+        for an external database."""
+        if self.config.database.url is not None or self._prestarted is not None:
+            return
+        embedded, started = EmbeddedPostgres(self.data_dir), concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                started.set_result(embedded.start())
+            except BaseException as e:  # noqa: BLE001 - open() raises it
+                started.set_exception(e)
+
+        threading.Thread(target=run, name="memlane-pg-start", daemon=True).start()
+        self._prestarted = (embedded, started)
 
     async def open(self, *, check_model: bool = True, follow_store: bool | None = None) -> None:
         """Start/join the database, apply migrations, check the embedding model. Idempotent.
@@ -92,8 +112,13 @@ class Engine:
             dsn = self.config.database.url.get_secret_value()
         else:
             # memlane owns the embedded server: the store may restart it (heal) when it finds it gone.
-            embedded = EmbeddedPostgres(self.data_dir)
-            dsn = await asyncio.to_thread(embedded.start)
+            if self._prestarted is not None:
+                embedded, started = self._prestarted
+                self._prestarted = None  # a failed start is tried again by the next open
+                dsn = await asyncio.wrap_future(started)
+            else:
+                embedded = EmbeddedPostgres(self.data_dir)
+                dsn = await asyncio.to_thread(embedded.start)
             self._embedded = embedded
 
             async def heal() -> None:
@@ -106,7 +131,7 @@ class Engine:
             if check_model if follow_store is None else follow_store:
                 await self.follow_store_model(store)
             if check_model:
-                await store.ensure_model(self.embedder.model_id, self.embedder.dim)
+                await store.ensure_model(self.embedder.model_id, self.embedder.dim, self.embedder.vector_ids)
         except BaseException:  # cancellation too (State.close during start-up): no pool left behind
             await store.close()
             raise
@@ -122,7 +147,7 @@ class Engine:
         if self._embedder_given or is_explicit(self.config.embedding):
             return
         recorded = await store.get_setting("embedding_model")
-        if recorded not in BUILTIN_MODELS or recorded == self.embedder.model_id:
+        if recorded not in BUILTIN_MODELS or recorded in self.embedder.vector_ids:
             return
         chosen = await asyncio.to_thread(make_embedder, self.config.embedding, recorded)
         if chosen.model_id != self.embedder.model_id:

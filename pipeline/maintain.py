@@ -289,13 +289,13 @@ async def reembed(ctx: WriteContext, batch_size: int = 256, progress=None) -> in
     store, embedder = ctx.store, ctx.embedder
     recorded = await store.get_setting("embedding_model")
     recorded_dim = await store.get_setting("embedding_dim")
-    if recorded != embedder.model_id or recorded_dim != str(embedder.dim):
+    if recorded not in embedder.vector_ids or recorded_dim != str(embedder.dim):
         await store.switch_model(embedder.model_id, embedder.dim)
     done = 0
     async for batch in store.iter_memories(batch=batch_size, missing_embedding=True):
         vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in batch])
         await store.set_embeddings(
-            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=embedder.model_id
+            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=embedder.vector_ids
         )
         done += len(batch)
         if progress:

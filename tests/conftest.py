@@ -47,6 +47,19 @@ def _remove_session_tmp() -> None:
 atexit.register(_remove_session_tmp)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``torch`` need the memlane[torch] extra: without it each is skipped and says
+    where it runs (`make test-torch`), never silently."""
+    import importlib.util
+
+    if importlib.util.find_spec("sentence_transformers") is not None:
+        return
+    skip = pytest.mark.skip(reason="needs the memlane[torch] extra: `make test-torch` runs it")
+    for item in items:
+        if "torch" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def anyio_backend():
     return "asyncio"

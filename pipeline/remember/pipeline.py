@@ -201,7 +201,7 @@ async def insert(
         for m, vec, a in zip(inputs, vectors, assigned, strict=True)
     ]
     try:
-        results = await ctx.store.insert(rows, model_id=ctx.embedder.model_id, links=links)
+        results = await ctx.store.insert(rows, model_id=ctx.embedder.vector_ids, links=links)
     except BaseException:
         # The cached centroids took this batch, which was not stored.
         ctx.topics.forget_cache({m.project for m in inputs})
@@ -250,7 +250,7 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
             )
             fields.setdefault("fact_type", facttypes.classify(fields["content"]))
     plan = LinkPlan(settings=link_settings(ctx.config.graph, ctx.embedder), entities=[])
-    return await ctx.store.update(memory_id, fields, model_id=ctx.embedder.model_id, links=plan)
+    return await ctx.store.update(memory_id, fields, model_id=ctx.embedder.vector_ids, links=plan)
 
 
 # -- the neighbour search (step 5) -------------------------------------------------------------

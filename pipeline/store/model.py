@@ -4,6 +4,7 @@ of vectors, switched (every vector cleared) by ``memlane reembed``."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import psycopg
 
@@ -25,14 +26,17 @@ class ModelSettings:
             row = await cur.fetchone()
             return row[0] if row else None
 
-    async def ensure_model(self, model_id: str, dim: int) -> None:
-        """Record the embedding model on first use; refuse a different one against stored vectors."""
+    async def ensure_model(self, model_id: str, dim: int, same: Collection[str] = ()) -> None:
+        """Record the embedding model on first use; refuse a different one against stored vectors.
+        ``same``: other model ids whose vectors are this model's (a store recorded with one of them
+        is kept as it is)."""
         async with self._connection() as conn, migrations.schema_lock(conn):
             cur = await conn.execute(
                 "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
             )
             have = dict(await cur.fetchall())
-            if have.get("embedding_model") == model_id and have.get("embedding_dim") == str(dim):
+            accepted = {model_id, *same}
+            if have.get("embedding_model") in accepted and have.get("embedding_dim") == str(dim):
                 async with conn.transaction():
                     if await vectors.replace_global_index(conn):
                         log.info("the vector index over every project is now one index per project")
@@ -74,15 +78,17 @@ class ModelSettings:
             await self._set_vector_column(conn, model_id, dim)
 
     @staticmethod
-    async def _check_model(conn: psycopg.AsyncConnection, model_id: str) -> None:
-        """Refuse vectors of another model than the recorded one. The row is share-locked until the
-        write commits, so ``switch_model`` (which locks it first) cannot slip in between."""
+    async def _check_model(conn: psycopg.AsyncConnection, model_id: str | Collection[str]) -> None:
+        """Refuse vectors of another model than the recorded one (``model_id``: the id, or every id
+        whose vectors the writer's match). The row is share-locked until the write commits, so
+        ``switch_model`` (which locks it first) cannot slip in between."""
+        accepted = {model_id} if isinstance(model_id, str) else set(model_id)
         cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = 'embedding_model' FOR SHARE")
         row = await cur.fetchone()
-        if row is None or row[0] != model_id:
+        if row is None or row[0] not in accepted:
             raise ModelMismatch(
                 f"the store's embedding model is now {row[0] if row else 'unset'} (changed by `memlane "
-                f"reembed` while this process was running) but this process embeds with {model_id}: "
+                f"reembed` while this process was running) but this process embeds with {' / '.join(sorted(accepted))}: "
                 "nothing was written. Restart memlane configured with the store's model."
             )
 

