@@ -8,12 +8,15 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.errors import ConfigError, MemlaneError
 from memlane.server import logs, shutdown
 from memlane.server.cli import bench as bench_cli
-from memlane.server.settings import Settings, load
+from memlane.server.mcp import stdio_front
+
+if TYPE_CHECKING:
+    from memlane.server.settings import Settings
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
@@ -138,10 +141,38 @@ def _settings(args) -> Settings:
     overrides: dict[str, Any] = {}
     if args.data_dir:
         overrides["data_dir"] = Path(args.data_dir)
+    from memlane.server.settings import load  # here: pydantic-settings, ~0.3 s to import
+
     return load(args.config, **overrides)
 
 
+def _engine_starting(settings: Settings):
+    """The server's engine, its database starting and its model loading (threads) while the MCP
+    SDK is imported: they are then ready about when the server is."""
+    import threading
+
+    from memlane.pipeline.engine import Engine
+
+    engine = Engine(settings.engine())
+    engine.prestart()
+    threading.Thread(target=_warm, args=(engine,), name="memlane-warm", daemon=True).start()
+    return engine
+
+
+def _warm(engine) -> None:
+    try:
+        engine.warm()
+    except Exception:  # noqa: BLE001 - the server's own warm-up and first call report it
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    own = argv is None
+    argv = sys.argv[1:] if own else list(argv)
+    # Before anything heavy is imported: over stdio, initialize and tools/list are answered while
+    # the rest loads (server/mcp/stdio_front.py). Only for the process's own command line.
+    if own:
+        stdio_front.start(argv)
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
@@ -154,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     # seconds to import, and most commands need only one of them.
     try:
         if args.command == "serve":
-            from memlane.server.mcp.serve import serve
+            # Over stdio (the front has the wire), a client is waiting: start early. HTTP first
+            # checks that it may serve at all.
+            engine = _engine_starting(settings) if stdio_front.active() else None
+            from memlane.server.mcp.serve import serve  # here: the MCP SDK, about a second to import
 
-            return serve(settings, transport=args.transport, host=args.host, port=args.port)
+            return serve(settings, transport=args.transport, host=args.host, port=args.port, engine=engine)
         if args.command == "ui":
             from memlane.server.ui.run import run
 

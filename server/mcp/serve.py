@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 
 import anyio
-import uvicorn
+from mcp.server.stdio import stdio_server
 
+from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import RequireAllProjects, http_auth, refusal, token_store, transport_security
+from memlane.server.mcp import stdio_front
 from memlane.server.mcp.app import build_server
 from memlane.server.settings import Settings
 from memlane.server.ui import run as ui_run
@@ -21,7 +23,12 @@ log = logging.getLogger("memlane.server")
 
 
 def serve(
-    settings: Settings, *, transport: str | None = None, host: str | None = None, port: int | None = None
+    settings: Settings,
+    *,
+    transport: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    engine: Engine | None = None,
 ) -> int:
     transport = transport or settings.server.transport
     host = host or settings.server.host
@@ -44,7 +51,7 @@ def serve(
             log.info("bearer tokens required (%s)", store.path)
         else:
             log.info("no token configured: loopback requests need none until `memlane token create`")
-    server, state = build_server(settings, auth=auth)
+    server, state = build_server(settings, engine=engine, auth=auth)
 
     async def run() -> None:
         # Start the database and the model now, not when the first client connects (the SSE app
@@ -52,7 +59,15 @@ def serve(
         state.start()
         try:
             if transport == "stdio":
-                await server.run_stdio_async()
+                front = stdio_front.active()
+                if front is None:
+                    await server.run_stdio_async()
+                else:  # the wire is the front's: the SDK reads and writes through it
+                    stdin, stdout = front.sdk_streams()
+                    async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
+                        # (MCPServer.run_stdio_async with these streams; it takes none)
+                        low = server._lowlevel_server
+                        await low.run(read, write, low.create_initialization_options())
             else:
                 security = transport_security(settings, host)
                 limit = settings.server.max_request_body_bytes
@@ -71,6 +86,8 @@ def serve(
                     mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
                     log.info("memlane memory browser on http://%s:%d/ui/", host, port)
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
+                import uvicorn  # here: HTTP only, ~0.1 s to import
+
                 # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.
                 config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
                 await uvicorn.Server(config).serve()
