@@ -91,6 +91,7 @@ class Connection:
         self._answered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # conn -> monotonic
         self._closing: set[asyncio.Task] = set()
         self._indexed: set[str] = set()  # projects known to have their vector index (vectors.py)
+        self._below: dict[str, tuple[int, float]] = {}  # projects counted below it (vectors.py)
 
     async def open(self) -> None:
         try:

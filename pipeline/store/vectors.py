@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 import psycopg
 from psycopg import sql
@@ -40,6 +41,7 @@ from psycopg import sql
 log = logging.getLogger(__name__)
 
 PROJECT_INDEX_MIN = 1000
+INDEX_RECHECK_S = 60.0
 HNSW_OPTIONS = "m = 8, ef_construction = 32"
 # pg_advisory_xact_lock(class, hashtext(project)) while a project's index is created.
 INDEX_LOCK_CLASS = 0x6D6C7669
@@ -142,6 +144,7 @@ class VectorIndexQueries:
     """Mixed into Store; needs ``_connection()``."""
 
     _indexed: set[str]
+    _below: dict[str, tuple[int, float]]  # project -> (rows counted or written since, count expiry)
 
     async def is_indexed(self, conn: psycopg.AsyncConnection, project: str) -> bool:
         """``has_index``, remembered once true (an index is dropped only to be made again)."""
@@ -152,11 +155,29 @@ class VectorIndexQueries:
         self._indexed.add(project)
         return True
 
-    async def index_projects(self, projects: set[str]) -> None:
-        """Give each of these projects its indexes once it holds ``PROJECT_INDEX_MIN`` memories.
+    def _counted_lately(self, project: str, rows: int, now: float) -> bool:
+        """True while a project counted below ``PROJECT_INDEX_MIN`` cannot have reached it: what
+        this process wrote since is counted; other servers' writes are why a count expires."""
+        seen = self._below.get(project)
+        if seen is None:
+            return False
+        count, until = seen  # (rows before the last write counted, plus every write since)
+        if count >= PROJECT_INDEX_MIN or now >= until:
+            del self._below[project]
+            return False
+        self._below[project] = (count + rows, until)
+        return True
+
+    async def index_projects(self, projects: set[str] | dict[str, int]) -> None:
+        """Give each of these projects its indexes once it holds ``PROJECT_INDEX_MIN`` memories
+        (``projects``: the projects about to be written to, or each with its number of new rows).
         Before a write, in a transaction of its own: it only ever waits ``INDEX_LOCK_TIMEOUT`` for
         the table, and a project left without an index is still searched (exactly)."""
-        todo = sorted(p for p in projects if p not in self._indexed)
+        now = time.monotonic()
+        rows = projects if isinstance(projects, dict) else dict.fromkeys(projects, 1)
+        todo = sorted(
+            p for p, n in rows.items() if p not in self._indexed and not self._counted_lately(p, n, now)
+        )
         if not todo:
             return
         async with self._connection() as conn:
@@ -166,9 +187,15 @@ class VectorIndexQueries:
                 " FROM unnest(%s::text[]) AS q(p)",
                 (PROJECT_INDEX_MIN, todo),
             )
-            rows = await cur.fetchall()
-            self._indexed.update(p for p, known, _ in rows if known)
-            for project in (p for p, known, n in rows if not known and n >= PROJECT_INDEX_MIN):
+            found = await cur.fetchall()
+            self._indexed.update(p for p, known, _ in found if known)
+            # A project below the threshold is not counted again until this process's own writes
+            # could have taken it there, or INDEX_RECHECK_S passed (other servers write too): the
+            # count cost a remember 0.8 ms, and a late index only means exact search a while longer.
+            for p, known, n in found:
+                if not known and n < PROJECT_INDEX_MIN:
+                    self._below[p] = (n + rows[p], now + INDEX_RECHECK_S)
+            for project in (p for p, known, n in found if not known and n >= PROJECT_INDEX_MIN):
                 try:
                     async with conn.transaction():
                         await conn.execute(

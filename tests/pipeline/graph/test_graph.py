@@ -239,9 +239,9 @@ async def test_update_with_new_content_re_extracts_entities(engine, database_url
 
 
 async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, database_url, monkeypatch):
-    """Small projects are read whole and searched in numpy, those with their own vector index through
-    HNSW: same answers (on a store this small HNSW is exact), expired memories and other projects
-    left out of both."""
+    """Small projects are searched exactly (a few vectors by the server, a batch read whole and
+    searched in numpy), those with their own vector index through HNSW: same answers (on a store
+    this small HNSW is exact), expired memories and other projects left out of all three."""
     texts = [f"note {i}: {w} about the {t} service" for i, (w, t) in
              enumerate([(w, t) for w in ("decision", "incident", "question", "plan", "review")
                         for t in ("billing", "search", "login", "mail", "backup", "report")])]  # fmt: skip
@@ -257,7 +257,13 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
     queries = engine.embedder.embed_passages(
         ["a decision about billing", "the login incident", "mail backups"]
     )
-    exact = await engine.store.nearest_many("near", queries, 4)
+    from memlane.pipeline.store import upkeep
+
+    exact = await engine.store.nearest_many("near", queries, 4)  # 3 vectors: in SQL
+    monkeypatch.setattr(upkeep, "EXACT_IN_SQL_MAX", 2)
+    in_numpy = await engine.store.nearest_many("near", queries, 4)
+    assert [[m for m, _ in h] for h in exact] == [[m for m, _ in h] for h in in_numpy]
+    assert [[round(s, 4) for _, s in h] for h in exact] == [[round(s, 4) for _, s in h] for h in in_numpy]
     monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", 10)
     await engine.store.index_projects({"near", "elsewhere"})  # "elsewhere" holds 1: no index
     with psycopg.connect(database_url) as conn:
