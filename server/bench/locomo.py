@@ -371,6 +371,8 @@ async def run(
         unrelated_block = await unrelated.ask(ctx.engine, ingested, limit=RECALL_LIMIT)
         vers = await versions(ctx.engine)
         report = build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)
+        if hasattr(ctx.engine.embedder, "describe"):  # --stored-with
+            report["config"]["embedding"] = ctx.engine.embedder.describe()
         if ingest_variant:
             by_ingest, stats = await ingest_sessions(ctx, convs, show_progress)
             ingest_runs = await ask_all(ctx, by_ingest, [], show_progress)

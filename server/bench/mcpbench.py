@@ -1,6 +1,9 @@
 """``memlane bench mcp``: what an MCP host sees. Cold start of ``memlane serve`` over stdio (spawn
-to a completed ``tools/list``, median over N spawns), then remember and recall latency over MCP
-once the model has loaded.
+to a completed ``tools/list``, and to the first answered recall on a store of ``--populate``
+memories, median over N spawns), then remember and recall latency over MCP once the model has
+loaded: ``--calls`` remembers one call at a time, as an assistant stores turns, give stores/s.
+With ``--cold-database`` every spawn also finds the embedded PostgreSQL stopped and starts it, as
+the first server a client spawns does.
 
 The host spawns the server with only the environment it is given (the SDK passes a small safe
 set), so every ``MEMLANE_*`` variable and the data directory are passed explicitly. Unless the
@@ -25,6 +28,7 @@ from typing import Any
 
 from memlane.pipeline.store.embedded import start_embedded
 from memlane.server.bench.common import (
+    delete_projects,
     percentiles,
     stop_embedded,
     uses_configured_store,
@@ -72,21 +76,32 @@ async def _call_ms(client, tool: str, args: dict[str, Any]) -> tuple[float, Any]
 
 
 async def warm_calls(client, calls: int, project: str) -> dict[str, Any]:
-    """Remember then recall ``calls`` times each; returns their timings and the ids to forget."""
+    """Remember (one call each, in turn) then recall ``calls`` times each; returns their timings,
+    the remembers' wall time and the ids to forget."""
     corpus = Corpus(seed=11)
     remember_ms, recall_ms, ids = [], [], []
+    t0 = time.perf_counter()
     for item in corpus.take(calls):
         ms, res = await _call_ms(client, "remember", {"content": item.content, "project": project})
         remember_ms.append(ms)
         ids.append((res.structured_content or {}).get("id"))
+    remember_wall_s = time.perf_counter() - t0
     for q in corpus.questions(calls):
         ms, _ = await _call_ms(client, "recall", {"query": q.text, "project": project})
         recall_ms.append(ms)
-    return {"remember_ms": remember_ms, "recall_ms": recall_ms, "ids": [i for i in ids if i]}
+    return {
+        "remember_ms": remember_ms,
+        "remember_wall_s": remember_wall_s,
+        "recall_ms": recall_ms,
+        "ids": [i for i in ids if i],
+    }
 
 
-async def spawn(params, errlog, *, calls: int = 0, project: str = "") -> dict[str, Any]:
-    """One spawn: time to initialized, to tools/list done, and (when ``calls``) the warm calls."""
+async def spawn(
+    params, errlog, *, calls: int = 0, project: str = "", question: str = "warm-up: is anything stored?"
+) -> dict[str, Any]:
+    """One spawn: time to initialized, to tools/list done, to the first answered recall of
+    ``question`` in ``project``, and (when ``calls``) the warm calls."""
     from mcp import Client
     from mcp.client.stdio import stdio_client
 
@@ -99,7 +114,8 @@ async def spawn(params, errlog, *, calls: int = 0, project: str = "") -> dict[st
         out["tools"] = sorted(t.name for t in tools.tools)
         # Every spawn: the first answered recall (database open, model loaded), what a host waits
         # for before memory works.
-        await _call_ms(client, "recall", {"query": "warm-up: is anything stored?", "project": project})
+        _, first = await _call_ms(client, "recall", {"query": question, "project": project})
+        out["first_recall_hits"] = len((first.structured_content or {}).get("memories") or [])
         out["ready_ms"] = (time.perf_counter() - t0) * 1000
         if calls:
             out.update(await warm_calls(client, calls, project))
@@ -119,37 +135,104 @@ def _summary(values: list[float]) -> dict[str, Any]:
     }
 
 
-async def run(settings, *, runs: int = 5, calls: int = 20, config_path: str | None = None) -> dict[str, Any]:
+async def run(
+    settings,
+    *,
+    runs: int = 5,
+    calls: int = 20,
+    populate: int = 0,
+    cold_database: bool = False,
+    config_path: str | None = None,
+) -> dict[str, Any]:
     from mcp import StdioServerParameters
 
     cfg = settings.engine()
     temp = None if uses_configured_store(cfg) else Path(tempfile.mkdtemp(prefix="memlane-bench-mcp-"))
     data_dir = temp or cfg.data_dir
+    cold = cold_database and temp is not None  # a configured store is not the bench's to stop
+    project = f"bench-mcp-{uuid.uuid4().hex[:8]}"
     try:
         if temp is not None:
             await asyncio.to_thread(start_embedded, temp)
+        question = "warm-up: is anything stored?"
+        if populate:
+            question = await _populate(cfg.model_copy(update={"data_dir": data_dir}), project, populate)
         command, args = server_command()
         params = StdioServerParameters(command=command, args=args, env=server_env(cfg, data_dir, config_path))
         log_path = Path(tempfile.gettempdir()) / f"memlane-bench-mcp-{uuid.uuid4().hex[:6]}.log"
-        spawns = await _spawns(params, log_path, runs, calls)
+        spawns = await _spawns(params, log_path, runs, calls, project, question)
+        cold_spawns = None
+        if cold:
+            cold_spawns = await _spawns(
+                params, log_path, runs, 0, project, question, before=lambda: stop_embedded(temp)
+            )
     finally:
         if temp is not None:
             stop_embedded(temp)
             shutil.rmtree(temp, ignore_errors=True)
-    return build_report(spawns, runs, calls, command, args, temp is not None, cfg, await versions())
+        elif populate:
+            await _unpopulate(cfg, project)
+    report = build_report(spawns, runs, calls, command, args, temp is not None, cfg, await versions())
+    report["config"]["populated"] = populate
+    if cold_spawns is not None:
+        report["cold_database"] = {
+            "tools_list_ms": _summary([s["tools_list_ms"] for s in cold_spawns]),
+            "first_recall_ms": _summary([s["ready_ms"] for s in cold_spawns]),
+            "what": "the embedded PostgreSQL stopped before each spawn: the server starts it",
+        }
+    return report
 
 
-async def _spawns(params, log_path: Path, runs: int, calls: int) -> list[dict[str, Any]]:
-    """``runs`` spawns, the last with the warm calls; the servers' stderr goes to ``log_path``,
-    which is kept (and named) only when something fails."""
+async def _populate(cfg, project: str, n: int) -> str:
+    """``n`` corpus memories in ``project`` (in batches, in-process: the set-up, not what is
+    timed); returns a question about the first of them, for the spawns' first recall."""
+    from memlane.pipeline.engine import Engine
+
+    corpus = Corpus(seed=5)
+    items = corpus.take(n)
+    engine = Engine(cfg)
+    await engine.open()
+    try:
+        for i in range(0, n, 256):
+            await engine.remember_many(
+                [
+                    {"content": it.content, "project": project, "occurred_at": it.occurred_at}
+                    for it in items[i : i + 256]
+                ]
+            )
+    finally:
+        await engine.close()
+    return " ".join(items[0].content.split()[:8])
+
+
+async def _unpopulate(cfg, project: str) -> None:
+    from memlane.pipeline.engine import Engine
+
+    engine = Engine(cfg)
+    await engine.open()
+    try:
+        await delete_projects(engine, [project])
+    finally:
+        await engine.close()
+
+
+async def _spawns(
+    params, log_path: Path, runs: int, calls: int, project: str, question: str, before=None
+) -> list[dict[str, Any]]:
+    """``runs`` spawns, the last with the warm calls (into a project of its own); the servers'
+    stderr goes to ``log_path``, which is kept (and named) only when something fails."""
     spawns = []
     with open(log_path, "w", encoding="utf-8") as errlog:
         try:
             for i in range(runs):
-                project = f"bench-mcp-{uuid.uuid4().hex[:8]}"
+                if before is not None:
+                    before()
                 print(f"spawn {i + 1}/{runs}", file=sys.stderr)
+                last = i == runs - 1
                 spawns.append(
-                    await spawn(params, errlog, calls=calls if i == runs - 1 else 0, project=project)
+                    await spawn(
+                        params, errlog, calls=calls if last else 0, project=project, question=question
+                    )
                 )
         except BaseException:
             print(f"memlane bench mcp: the servers' stderr is in {log_path}", file=sys.stderr)
@@ -172,7 +255,11 @@ def build_report(spawns, runs, calls, command, args, temporary, cfg, vers) -> di
         },
         "ready_ms": round(warm["ready_ms"], 1),
         "first_recall_ms": _summary([s["ready_ms"] for s in spawns]),
+        "first_recall_hits": [s.get("first_recall_hits") for s in spawns],
         "remember_ms": _calls(warm["remember_ms"]),
+        "stores_per_s": round(len(warm["remember_ms"]) / warm["remember_wall_s"], 1)
+        if warm["remember_ms"]
+        else None,
         "recall_ms": _calls(warm["recall_ms"]),
         "config": {
             "mode": "offline" if cfg.llm.provider == "none" else "llm",

@@ -284,10 +284,25 @@ def mcp_markdown(r: dict[str, Any]) -> str:
         rows = [[label, first["median"], first["min"], first["max"], len(first["all"])]]
     else:
         rows = [[label, r["ready_ms"], "-", "-", 1]]
+    cold = r.get("cold_database")
+    if cold:
+        v = cold["first_recall_ms"]
+        rows.append(
+            ["... with PostgreSQL stopped before the spawn", v["median"], v["min"], v["max"], len(v["all"])]
+        )
     for label, key in (("remember", "remember_ms"), ("recall", "recall_ms")):
         v = r[key]
         rows.append([f"{label} over MCP", v["median"], v["p50"], v["p95"], v["n"]])
     lines += _table(["warm call (ms)", "median", "p50", "p95", "n"], rows)
+    populated = r.get("config", {}).get("populated")
+    if populated:
+        lines += ["", f"First recalls search a store of {populated:,} memories."]
+    if r.get("stores_per_s") is not None:
+        lines += [
+            "",
+            f"One `remember` call at a time over stdio: **{r['stores_per_s']} stores/s** "
+            f"({r['remember_ms']['n']} calls, each waiting for the last).",
+        ]
     return "\n".join(lines + [""])
 
 

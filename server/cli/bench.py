@@ -82,6 +82,12 @@ def add_parser(sub) -> None:
         help="also score each scoring-adjustment variant (decay shares, half-lives, each factor) on the "
         "same candidates",
     )
+    p.add_argument(
+        "--stored-with",
+        metavar="PROVIDER",
+        help="embed the memories with this embedding provider and the questions with the configured one "
+        "(e.g. local: a store torch embedded, read by the onnx default)",
+    )
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
@@ -92,7 +98,34 @@ def add_parser(sub) -> None:
 
     p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
     p.add_argument("--runs", type=int, default=5, help="spawns to time (default 5)")
-    p.add_argument("--calls", type=int, default=20, help="remember and recall calls to time (default 20)")
+    p.add_argument(
+        "--calls",
+        type=int,
+        default=100,
+        help="remember (one call each) and recall calls to time (default 100)",
+    )
+    p.add_argument(
+        "--populate",
+        type=int,
+        default=1000,
+        help="memories stored before the spawns, for their first recall (default 1000)",
+    )
+    p.add_argument(
+        "--cold-database",
+        action="store_true",
+        help="also spawn with the embedded PostgreSQL stopped each time (the server starts it)",
+    )
+    _common(p, plot=False)
+
+    p = bs.add_parser(
+        "footprint", help="resident memory of the server and its database; --install: install size"
+    )
+    p.add_argument(
+        "--conversation", metavar="FILE", help="a LoCoMo conversation file to remember (default: synthetic)"
+    )
+    p.add_argument(
+        "--install", action="store_true", help="also pip install the project into a new venv and measure it"
+    )
     _common(p, plot=False)
 
     p = bs.add_parser("llm", help="what the LLM stages add to a recall, against a local stand-in API")
@@ -172,10 +205,16 @@ def _locomo(args, settings) -> int:
     if not data.exists():
         print(f"memlane bench: {data} does not exist (see README: getting LoCoMo)", file=sys.stderr)
         return 2
+    embedder = None
+    if getattr(args, "stored_with", None):
+        from memlane.server.bench.crossmodel import stored_with
+
+        embedder = stored_with(args.stored_with, settings.engine().embedding)
     result = asyncio.run(
         locomo.run(
             settings,
             data,
+            embedder=embedder,
             ablate=args.ablate,
             ingest_variant=getattr(args, "ingest", False),
             adjust_variants=getattr(args, "adjust_variants", False),
@@ -202,9 +241,24 @@ def _mcp(args, settings) -> int:
     from memlane.server.bench import mcpbench, report
 
     result = asyncio.run(
-        mcpbench.run(settings, runs=args.runs, calls=args.calls, config_path=getattr(args, "config", None))
+        mcpbench.run(
+            settings,
+            runs=args.runs,
+            calls=args.calls,
+            populate=args.populate,
+            cold_database=args.cold_database,
+            config_path=getattr(args, "config", None),
+        )
     )
     _write(result, report.mcp_markdown(result), args)
+    return 0
+
+
+def _footprint(args, settings) -> int:
+    from memlane.server.bench import footprint
+
+    result = asyncio.run(footprint.run(args.conversation, install=args.install))
+    _write(result, footprint.markdown(result), args)
     return 0
 
 
@@ -337,6 +391,7 @@ def run(args, settings) -> int:
         "locomo": _locomo,
         "latency": _latency,
         "mcp": _mcp,
+        "footprint": _footprint,
         "llm": _llm,
         "load": _load,
         "maintain": _maintain,

@@ -14,6 +14,7 @@ import pytest
 from support.processes import ROOT
 
 from memlane.server.bench import locomo, mcpbench
+from memlane.server.bench import report as report_module
 from memlane.server.bench.locomo_data import load_conversations, parse_evidence
 from memlane.server.bench.methods import ablation_methods
 from memlane.server.cli import main as cli
@@ -303,12 +304,19 @@ def test_bench_all_writes_every_result(synthetic_file, tmp_path, monkeypatch, sh
 
 @pytest.mark.slow
 def test_mcp_bench_reports_cold_start_and_call_latency():
-    """Spawns real servers on a temporary embedded database the bench makes and removes."""
-    report = asyncio.run(mcpbench.run(load(database={"url": None}, data_dir=None), runs=1, calls=2))
+    """Spawns real servers on a temporary embedded database the bench makes, fills and removes:
+    warm with PostgreSQL kept running, then cold (stopped before the spawn, started by the server)."""
+    settings = load(database={"url": None}, data_dir=None)
+    report = asyncio.run(mcpbench.run(settings, runs=1, calls=3, populate=30, cold_database=True))
     assert report["cold_start"]["tools_list_ms"]["median"] > 0
     assert {"remember", "recall", "forget", "update"} <= set(report["tools"])
-    assert report["remember_ms"]["n"] == 2 and report["recall_ms"]["n"] == 2 and report["ready_ms"] > 0
+    assert report["remember_ms"]["n"] == 3 and report["recall_ms"]["n"] == 3 and report["ready_ms"] > 0
     assert report["first_recall_ms"]["all"] == [report["ready_ms"]]  # one spawn: its first recall
+    assert report["first_recall_hits"][0] >= 1  # the first recall searched the populated store
+    assert report["stores_per_s"] > 0 and report["config"]["populated"] == 30
+    cold = report["cold_database"]
+    assert len(cold["first_recall_ms"]["all"]) == 1 and cold["first_recall_ms"]["median"] > 0
+    assert "stores/s" in report_module.mcp_markdown(report)
 
 
 def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embedder):
