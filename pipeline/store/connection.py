@@ -92,6 +92,7 @@ class Connection:
         self._closing: set[asyncio.Task] = set()
         self._indexed: set[str] = set()  # projects known to have their vector index (vectors.py)
         self._below: dict[str, tuple[int, float]] = {}  # projects counted below it (vectors.py)
+        self._unindexed: dict[str, float] = {}  # projects seen without their index (vectors.py)
 
     async def open(self) -> None:
         try:

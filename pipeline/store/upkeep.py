@@ -73,7 +73,7 @@ class UpkeepQueries:
         if not embeddings or k < 1:
             return [[] for _ in embeddings]
         queries = np.asarray(embeddings, dtype=np.float32)
-        async with self._connection() as conn, conn.transaction():
+        async with self._connection() as conn:
             indexed = await self.is_indexed(conn, project)
             if not indexed and len(queries) > EXACT_IN_SQL_MAX:
                 async with conn.cursor(binary=True) as bcur:  # vectors as bytes, not decimal text
@@ -84,19 +84,20 @@ class UpkeepQueries:
                     )
                     rows = await bcur.fetchall()
                 return _exact_nearest(queries, rows, k)
-            if indexed:
-                await neighbour_scan(conn, force_index=True, ef_search=ef_search)
-            # (Unindexed: the same statement is an exact scan of the project's rows, in the server.)
-            cur = await conn.execute(
+            sql = (
                 "SELECT q.ord, n.id, n.sim FROM unnest(%b::vector[]) WITH ORDINALITY AS q(v, ord)"
                 " CROSS JOIN LATERAL ("
                 "  SELECT m.id, 1 - (m.embedding <=> q.v) AS sim FROM memories m"
                 f"  WHERE {project_is('m.project', project)} AND m.embedding IS NOT NULL"
                 "    AND (m.expires_at IS NULL OR m.expires_at > now())"
-                "  ORDER BY m.embedding <=> q.v LIMIT %s) n",
-                (list(queries), k),
+                "  ORDER BY m.embedding <=> q.v LIMIT %s) n"
             )
-            found = await cur.fetchall()
+            if indexed:  # the index's SET LOCALs need a transaction
+                async with conn.transaction():
+                    await neighbour_scan(conn, force_index=True, ef_search=ef_search)
+                    found = await (await conn.execute(sql, (list(queries), k))).fetchall()
+            else:  # one statement: an exact scan of the project's rows, in the server
+                found = await (await conn.execute(sql, (list(queries), k))).fetchall()
         out: list[list[tuple[UUID, float]]] = [[] for _ in embeddings]
         for ord_, mid, sim in found:
             out[ord_ - 1].append((mid, float(sim)))

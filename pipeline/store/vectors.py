@@ -145,12 +145,19 @@ class VectorIndexQueries:
 
     _indexed: set[str]
     _below: dict[str, tuple[int, float]]  # project -> (rows counted or written since, count expiry)
+    _unindexed: dict[str, float]  # project -> until when it is taken to have no index
 
     async def is_indexed(self, conn: psycopg.AsyncConnection, project: str) -> bool:
-        """``has_index``, remembered once true (an index is dropped only to be made again)."""
+        """``has_index``, remembered once true (an index is dropped only to be made again), and
+        for ``INDEX_RECHECK_S`` when false: a project indexed meanwhile by another server is searched
+        exactly a while longer, the same answers."""
         if project in self._indexed:
             return True
+        now = time.monotonic()
+        if self._unindexed.get(project, 0.0) > now:
+            return False
         if not await has_index(conn, project):
+            self._unindexed[project] = now + INDEX_RECHECK_S
             return False
         self._indexed.add(project)
         return True
@@ -208,3 +215,4 @@ class VectorIndexQueries:
                     continue
                 log.info("created the indexes of project %r", project)
                 self._indexed.add(project)
+                self._unindexed.pop(project, None)
