@@ -75,14 +75,19 @@ async def _call_ms(client, tool: str, args: dict[str, Any]) -> tuple[float, Any]
     return (time.perf_counter() - t0) * 1000, result
 
 
-async def warm_calls(client, calls: int, project: str) -> dict[str, Any]:
+async def warm_calls(client, calls: int, project: str, turns: list | None = None) -> dict[str, Any]:
     """Remember (one call each, in turn) then recall ``calls`` times each; returns their timings,
-    the remembers' wall time and the ids to forget."""
+    the remembers' wall time and the ids to forget. ``turns``: (content, occurred_at) to remember
+    instead of the corpus's memories, as a client stores a conversation."""
     corpus = Corpus(seed=11)
     remember_ms, recall_ms, ids = [], [], []
+    items = turns[:calls] if turns else [(it.content, None) for it in corpus.take(calls)]
     t0 = time.perf_counter()
-    for item in corpus.take(calls):
-        ms, res = await _call_ms(client, "remember", {"content": item.content, "project": project})
+    for content, when in items:
+        args = {"content": content, "project": project}
+        if when is not None:
+            args["occurred_at"] = when.isoformat()
+        ms, res = await _call_ms(client, "remember", args)
         remember_ms.append(ms)
         ids.append((res.structured_content or {}).get("id"))
     remember_wall_s = time.perf_counter() - t0
@@ -98,7 +103,13 @@ async def warm_calls(client, calls: int, project: str) -> dict[str, Any]:
 
 
 async def spawn(
-    params, errlog, *, calls: int = 0, project: str = "", question: str = "warm-up: is anything stored?"
+    params,
+    errlog,
+    *,
+    calls: int = 0,
+    project: str = "",
+    question: str = "warm-up: is anything stored?",
+    turns: list | None = None,
 ) -> dict[str, Any]:
     """One spawn: time to initialized, to tools/list done, to the first answered recall of
     ``question`` in ``project``, and (when ``calls``) the warm calls."""
@@ -118,7 +129,9 @@ async def spawn(
         out["first_recall_hits"] = len((first.structured_content or {}).get("memories") or [])
         out["ready_ms"] = (time.perf_counter() - t0) * 1000
         if calls:
-            out.update(await warm_calls(client, calls, project))
+            # A conversation goes into a project of its own, as a client's new chat would.
+            target = f"{project}-conversation" if turns else project
+            out.update(await warm_calls(client, calls, target, turns))
             for mid in out["ids"]:  # leave nothing behind in a configured store
                 await client.call_tool("forget", {"id": mid})
         t_close = time.perf_counter()
@@ -142,9 +155,17 @@ async def run(
     calls: int = 20,
     populate: int = 0,
     cold_database: bool = False,
+    conversation: str | None = None,
     config_path: str | None = None,
 ) -> dict[str, Any]:
     from mcp import StdioServerParameters
+
+    turns = None
+    if conversation:
+        from memlane.server.bench.locomo_data import load_conversations
+
+        turns = [(t.content, t.occurred_at) for t in load_conversations(conversation)[0].turns]
+        calls = min(calls, len(turns)) if calls else len(turns)
 
     cfg = settings.engine()
     temp = None if uses_configured_store(cfg) else Path(tempfile.mkdtemp(prefix="memlane-bench-mcp-"))
@@ -160,7 +181,7 @@ async def run(
         command, args = server_command()
         params = StdioServerParameters(command=command, args=args, env=server_env(cfg, data_dir, config_path))
         log_path = Path(tempfile.gettempdir()) / f"memlane-bench-mcp-{uuid.uuid4().hex[:6]}.log"
-        spawns = await _spawns(params, log_path, runs, calls, project, question)
+        spawns = await _spawns(params, log_path, runs, calls, project, question, turns=turns)
         cold_spawns = None
         if cold:
             cold_spawns = await _spawns(
@@ -174,6 +195,11 @@ async def run(
             await _unpopulate(cfg, project)
     report = build_report(spawns, runs, calls, command, args, temp is not None, cfg, await versions())
     report["config"]["populated"] = populate
+    report["config"]["remembered"] = (
+        f"the turns of {conversation}, with their dates, into a new project"
+        if turns
+        else "the latency corpus"
+    )
     if cold_spawns is not None:
         report["cold_database"] = {
             "tools_list_ms": _summary([s["tools_list_ms"] for s in cold_spawns]),
@@ -217,7 +243,7 @@ async def _unpopulate(cfg, project: str) -> None:
 
 
 async def _spawns(
-    params, log_path: Path, runs: int, calls: int, project: str, question: str, before=None
+    params, log_path: Path, runs: int, calls: int, project: str, question: str, before=None, turns=None
 ) -> list[dict[str, Any]]:
     """``runs`` spawns, the last with the warm calls (into a project of its own); the servers'
     stderr goes to ``log_path``, which is kept (and named) only when something fails."""

@@ -301,7 +301,8 @@ def mcp_markdown(r: dict[str, Any]) -> str:
         lines += [
             "",
             f"One `remember` call at a time over stdio: **{r['stores_per_s']} stores/s** "
-            f"({r['remember_ms']['n']} calls, each waiting for the last).",
+            f"({r['remember_ms']['n']} calls, each waiting for the last; "
+            f"{r.get('config', {}).get('remembered', 'the latency corpus')}).",
         ]
     return "\n".join(lines + [""])
 

@@ -115,6 +115,11 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also spawn with the embedded PostgreSQL stopped each time (the server starts it)",
     )
+    p.add_argument(
+        "--conversation",
+        metavar="FILE",
+        help="remember this LoCoMo conversation's turns (one call each, into a new project) instead of the corpus",
+    )
     _common(p, plot=False)
 
     p = bs.add_parser(
@@ -247,6 +252,7 @@ def _mcp(args, settings) -> int:
             calls=args.calls,
             populate=args.populate,
             cold_database=args.cold_database,
+            conversation=args.conversation,
             config_path=getattr(args, "config", None),
         )
     )
