@@ -290,7 +290,7 @@ def build_report(spawns, runs, calls, command, args, temporary, cfg, vers) -> di
         "config": {
             "mode": "offline" if cfg.llm.provider == "none" else "llm",
             "embedding_model": _model_id(cfg),
-            "command": [command, *args],
+            "command": [Path(command).name, *args],  # (the name: a report names no machine's paths)
             "client": "mcp.Client(StdioServerParameters), protocol negotiated by the SDK (auto)",
             "database": "temporary embedded PostgreSQL, started by the bench before the spawns"
             if temporary

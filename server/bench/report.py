@@ -314,6 +314,7 @@ RENDERERS = {
     "locomo": ("memlane.server.bench.report", "locomo_markdown"),
     "latency": ("memlane.server.bench.report", "latency_markdown"),
     "mcp": ("memlane.server.bench.report", "mcp_markdown"),
+    "footprint": ("memlane.server.bench.footprint", "markdown"),
     "llm": ("memlane.server.bench.llmbench", "markdown"),
     "load": ("memlane.server.bench.loadbench", "markdown"),
     "maintain": ("memlane.server.bench.upkeep", "markdown"),
