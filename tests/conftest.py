@@ -95,6 +95,17 @@ def embedder():
     return emb
 
 
+@pytest.fixture(scope="session")
+def torch_minilm():
+    """MiniLM on torch (the memlane[torch] extra), for the tests marked ``torch``."""
+    pytest.importorskip("sentence_transformers", reason="needs memlane[torch]: `make test-torch` runs it")
+    from memlane.pipeline.config import EmbeddingConfig
+
+    emb = make_embedder(EmbeddingConfig(provider="local"))
+    emb.load()
+    return emb
+
+
 @pytest.fixture
 def engine_config(database_url, tmp_path) -> EngineConfig:
     return EngineConfig(data_dir=tmp_path, database=DatabaseConfig(url=database_url))

@@ -320,14 +320,6 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
         await eng.close()
 
 
-@pytest.fixture(scope="module")
-def torch_minilm():
-    pytest.importorskip("sentence_transformers", reason="needs memlane[torch]: `make test-torch` runs it")
-    emb = make_embedder(EmbeddingConfig(provider="local"))
-    emb.load()
-    return emb
-
-
 @pytest.mark.torch
 def test_one_text_embeds_on_one_thread_and_a_batch_on_all(torch_minilm, monkeypatch):
     """A recall's question alone gains nothing from a second intra-op thread and waits for it when

