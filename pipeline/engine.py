@@ -478,9 +478,13 @@ class Engine:
             limit=limit,
         )
 
-    async def category_summaries(self, project: Any) -> list[CategorySummary]:
-        """The project's category summaries (refreshed first when enough changed)."""
+    async def category_summaries(
+        self, project: Any, *, principal: Principal | None = None
+    ) -> list[CategorySummary]:
+        """The project's category summaries (refreshed first when enough changed); ``principal``
+        must be allowed the project."""
         name = v.project_name(project, self.config.default_project)
+        access.check(principal, name)
         return await category_summaries(self.store, name, self.config.summaries)
 
     async def project_categories(self, project: Any) -> list[tuple[str | None, int]]:

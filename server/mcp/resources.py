@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from memlane.pipeline.errors import MemlaneError
-from memlane.server.mcp.state import State, state_of
+from memlane.server.mcp.state import State, state_of, tool_error
 from memlane.server.version import VERSION
 
 
@@ -23,8 +23,10 @@ async def stats(state: State) -> str:
         who = state.caller()
         eng = await state.ready()
         data = await eng.stats(principal=who)
-    except (ToolError, MemlaneError) as e:
+    except ToolError as e:
         raise ResourceError(str(e)) from None
+    except MemlaneError as e:  # in a tool's words ("not allowed: ...")
+        raise ResourceError(str(tool_error(e))) from None
     data["server_version"] = VERSION
     return json.dumps(data, sort_keys=True)
 
@@ -32,9 +34,13 @@ async def stats(state: State) -> str:
 async def categories(project: str, ctx: Context) -> str:
     """A project's categories with their memory counts, key terms and summaries."""
     try:
-        eng = await state_of(ctx).ready()
+        state = state_of(ctx)
+        who = state.caller()
+        eng = await state.ready()
         project = unquote(project)  # the URI's segment, percent-decoded
-        rows = await eng.category_summaries(project)
-    except (ToolError, MemlaneError) as e:
+        rows = await eng.category_summaries(project, principal=who)
+    except ToolError as e:
         raise ResourceError(str(e)) from None
+    except MemlaneError as e:  # in a tool's words ("not allowed: ...")
+        raise ResourceError(str(tool_error(e))) from None
     return json.dumps({"project": project, "categories": [s.as_dict() for s in rows]}, ensure_ascii=False)

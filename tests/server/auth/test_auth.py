@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from support.clients import call_error, call_ok, read_stats
 from support.processes import CLI_TIMEOUT, MEMLANE, free_port, run_memlane, serve, server_env
 
@@ -160,6 +161,16 @@ async def test_a_project_token_sees_nothing_of_another_project(site):
                 none = await call_error(acme, tool, {"id": nothing, **args})
                 assert same(foreign, none, theirs, nothing), (foreign, none)
                 assert "globex" not in foreign and "Initech" not in foreign
+
+        # A project's categories resource: its own, yes; another's, existing or not, refused alike.
+        own = json.loads((await acme.read_resource("memlane://projects/acme/categories")).contents[0].text)
+        assert own["project"] == "acme"
+        refusals = []
+        for project in ("globex", "globex-never-created"):
+            with pytest.raises(MCPError, match="not allowed") as refused:
+                await acme.read_resource(f"memlane://projects/{project}/categories")
+            refusals.append(str(refused.value))
+        assert same(*refusals, "'globex'", "'globex-never-created'") and "Initech" not in refusals[0]
 
         # Stats count its projects only.
         s = await read_stats(acme)
