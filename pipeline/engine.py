@@ -189,6 +189,28 @@ class Engine:
         self.embedder.load()
         count_tokens("warm")
 
+    _warming: concurrent.futures.Future | None = None
+
+    def warm_in_background(self) -> concurrent.futures.Future:
+        """``warm`` in a daemon thread, started once however often this is called; the future holds
+        its error, if any (the first embedding meets the same one and reports it). A daemon thread,
+        not an executor's: a thread still loading the model would be joined at exit and hold up a
+        process whose client has already gone."""
+        if self._warming is None:
+            warming: concurrent.futures.Future = concurrent.futures.Future()
+
+            def run() -> None:
+                try:
+                    self.warm()
+                except BaseException as e:  # noqa: BLE001 - the future carries it
+                    warming.set_exception(e)
+                else:
+                    warming.set_result(None)
+
+            threading.Thread(target=run, name="memlane-warm", daemon=True).start()
+            self._warming = warming
+        return self._warming
+
     # -- tools ----------------------------------------------------------------------------------
 
     def write_context(self) -> WriteContext:

@@ -32,22 +32,16 @@ async def with_engine(settings: Settings, handler, args) -> int:
     engine = Engine(settings.engine())
     # The model loads while the database starts (a thread: onnxruntime and the tokenizer release
     # the GIL for most of it), not after: a CLI recall is then the slower of the two, not their sum.
-    warming = asyncio.ensure_future(asyncio.to_thread(_warm, engine)) if handler in EMBEDS else None
+    # (A failed load is the command's own first embedding's error to report, not this.)
+    warming = engine.warm_in_background() if handler in EMBEDS else None
     try:
         if handler is not cmd_doctor:  # doctor opens it itself, to report what fails instead of stopping
             await engine.open(check_model=handler is not cmd_reembed)
         return await handler(engine, args)
     finally:
         if warming is not None:
-            await asyncio.wait({warming})
+            await asyncio.wait({asyncio.wrap_future(warming)})
         await engine.close()
-
-
-def _warm(engine: Engine) -> None:
-    try:
-        engine.warm()
-    except Exception:  # the command's own first embedding meets the same error and reports it
-        pass
 
 
 def _progress(total: int | None, desc: str):
@@ -405,12 +399,12 @@ def embedding_report(engine: Engine) -> dict[str, Any]:
     path = getattr(emb, "model_path", None)
     if path is not None:
         out["model_file"] = {"path": str(path), "sha256": "verified at load"}
-    out["available"] = {
-        name: "installed"
-        if not embedding.missing(name)
-        else f"missing {', '.join(embedding.missing(name))}: {embedding.INSTALL_HINT[name]}"
-        for name in embedding.NEEDS
-    }
+    out["available"] = {}
+    for name in embedding.NEEDS:
+        lacking = embedding.missing(name)
+        out["available"][name] = (
+            f"missing {', '.join(lacking)}: {embedding.INSTALL_HINT[name]}" if lacking else "installed"
+        )
     out["torch_imported"] = "torch" in sys.modules
     return out
 

@@ -149,21 +149,12 @@ def _settings(args) -> Settings:
 def _engine_starting(settings: Settings):
     """The server's engine, its database starting and its model loading (threads) while the MCP
     SDK is imported: they are then ready about when the server is."""
-    import threading
-
     from memlane.pipeline.engine import Engine
 
     engine = Engine(settings.engine())
     engine.prestart()
-    threading.Thread(target=_warm, args=(engine,), name="memlane-warm", daemon=True).start()
+    engine.warm_in_background()
     return engine
-
-
-def _warm(engine) -> None:
-    try:
-        engine.warm()
-    except Exception:  # noqa: BLE001 - the server's own warm-up and first call report it
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

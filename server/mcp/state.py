@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -47,15 +46,7 @@ class State:
     def start(self) -> None:
         if self._startup is None:
             self._startup = asyncio.get_running_loop().create_task(self.engine.open())
-            # A daemon thread, not the default executor: an executor thread still loading the model
-            # would be joined at exit and hold up a server whose client has already gone.
-            threading.Thread(target=self._load_models, name="memlane-warm", daemon=True).start()
-
-    def _load_models(self) -> None:
-        try:
-            self.engine.warm()
-        except Exception as e:  # the first tool call will hit the same error and report it
-            log.error("loading the embedding model failed: %s", e)
+            self.engine.warm_in_background().add_done_callback(_log_warm_failure)
 
     async def ready(self) -> Engine:
         self.start()
@@ -114,6 +105,11 @@ class State:
             raise ToolError(
                 f"memlane failed unexpectedly ({type(e).__name__}: {e}); the server log has details"
             ) from None
+
+
+def _log_warm_failure(warming) -> None:
+    if warming.exception() is not None:  # the first tool call will hit the same error and report it
+        log.error("loading the embedding model failed: %s", warming.exception())
 
 
 def state_of(ctx: Context) -> State:
