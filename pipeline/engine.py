@@ -225,11 +225,19 @@ class Engine:
         )
 
     async def remember(
-        self, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
+        self,
+        item: MemoryInput | dict[str, Any],
+        *,
+        principal: Principal | None = None,
+        stream: str | None = None,
     ) -> Remembered:
         """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
-        content is an acknowledgement that ``filter.exclude_patterns`` names (``content_filter.py``)."""
-        return await remember_pipeline.remember_one(self.write_context(), item, principal=principal)
+        content is an acknowledgement that ``filter.exclude_patterns`` names (``content_filter.py``).
+        It continues a sequence: its ``source``'s, or without one, ``stream``'s (the caller's
+        client) within ``graph.sequence_gap_s`` (``remember_one``)."""
+        return await remember_pipeline.remember_one(
+            self.write_context(), item, principal=principal, stream=stream
+        )
 
     async def remember_many(
         self,

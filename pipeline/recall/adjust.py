@@ -3,10 +3,15 @@
 | factor | what | setting | default |
 |---|---|---|---|
 | ``decay`` | ``1 - share + share * 0.5 ** (age / half_life)``: only ``share`` of the score decays, so an old exact match still beats a fresh vague one; age from ``occurred_at`` (else ``created_at``) to the recall's ``reference_time``; per-category half-lives; pinned memories and memories dated after the reference time do not decay | ``[recall.decay]`` (``recall.decay = false`` switches it off) | off |
-| ``priority`` | ``1 + (max_priority_boost - 1) * hot``, ``hot`` = 0.5 x (priority - 1) / 4 + 0.25 x access frequency (log scale, full at ``access_saturation``) + 0.25 x recency of use (halves every ``access_half_life_days`` since the last access): at most 2x | ``recall.adjust.priority`` | on |
+| ``priority`` | ``1 + (max_priority_boost - 1) * hot``, ``hot`` = 0.5 x (priority - 1) / 4 + 0.5 x recency of use (halves every ``access_half_life_days`` since the memory was last updated or merged); with ``access_boost``, the second half is 0.25 x access frequency (log scale, full at ``access_saturation``) + 0.25 x recency of the last use or return: at most 2x | ``recall.adjust.priority`` | on |
 | ``pinned`` | 1 + ``pinned_boost`` (+10%) | ``recall.adjust.pinned_boost`` | on |
 | ``category`` | 1 + ``category_boost`` x the question's match to the memory's category (``pipeline/recall/category_match.py``) | ``recall.adjust.category`` | on |
 | ``project`` | a recall across projects: 1 + ``same_project`` (+30%) for ``current_project``, 1 + ``other_project`` (-20%) for the others | ``recall.adjust.same_project`` / ``other_project`` | on |
+
+What makes a memory hot. A memory recall returned is not a memory the client used: counting
+returns as use made each recall change the next ones (asking the same questions twice changed most
+result lists), so by default only what the client does to a memory counts: its priority, a pin,
+an ``update`` (or a merge by ``memlane maintain``). ``access_boost`` brings the returns back.
 
 Each memory's factors are in its ``adjustments`` with ``explain=true``; the stage's trace detail
 lists the factors that ran and how many candidates changed place. Access statistics are read in
@@ -77,16 +82,34 @@ def decay_factor(m: Memory, cfg: DecayConfig, reference_time: datetime) -> float
     return 1.0 - cfg.share + cfg.share * 0.5 ** (age_days / half_life)
 
 
+USED_AFTER_S = 1.0  # updated_at this long after created_at: changed after the write, not by it
+
+
+def last_used(m: Memory) -> datetime | None:
+    """When the client last changed the memory (an update, a merge), or None."""
+    if (m.updated_at - m.created_at).total_seconds() > USED_AFTER_S:
+        return m.updated_at
+    return None
+
+
+def _recency(last: datetime | None, now: datetime, half_life_days: float) -> float:
+    if last is None:
+        return 0.0
+    idle_days = max(0.0, (now - last).total_seconds() / DAY_S)
+    return 0.5 ** (idle_days / half_life_days)
+
+
 def hotness(m: Memory, cfg: AdjustConfig, access: tuple[int, datetime | None] | None, now: datetime) -> float:
-    """0 (priority 1, never recalled) to 1 (priority 5, recalled often and just now)."""
-    count, last = access or (0, None)
+    """0 (priority 1, never used) to 1 (priority 5, used just now; with ``access_boost``, also
+    recalled often)."""
     priority = (min(5, max(1, m.priority)) - 1) / 4
+    used = last_used(m)
+    if not cfg.access_boost:
+        return 0.5 * priority + 0.5 * _recency(used, now, cfg.access_half_life_days)
+    count, returned = access or (0, None)
     frequency = min(1.0, math.log1p(max(0, count)) / math.log1p(cfg.access_saturation))
-    recency = 0.0
-    if last is not None:
-        idle_days = max(0.0, (now - last).total_seconds() / DAY_S)
-        recency = 0.5 ** (idle_days / cfg.access_half_life_days)
-    return 0.5 * priority + 0.25 * frequency + 0.25 * recency
+    last = max((t for t in (used, returned) if t is not None), default=None)
+    return 0.5 * priority + 0.25 * frequency + 0.25 * _recency(last, now, cfg.access_half_life_days)
 
 
 def factors_of(
@@ -187,7 +210,7 @@ async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
     # The two reads (access statistics, category match) are independent: one round trip's wait.
     access, matched = await asyncio.gather(
-        _access_stats(ctx, candidates) if "priority" in active else _none(),
+        _access_stats(ctx, candidates) if "priority" in active and cfg.adjust.access_boost else _none(),
         match_categories(ctx, candidates, pairs) if "category" in active and pairs else _none(),
     )
     inputs.access = access or {}

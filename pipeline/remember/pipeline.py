@@ -45,13 +45,22 @@ Near = tuple[tuple[UUID, float], ...]
 
 
 async def remember_one(
-    ctx: WriteContext, item: MemoryInput | dict[str, Any], *, principal: Principal | None = None
+    ctx: WriteContext,
+    item: MemoryInput | dict[str, Any],
+    *,
+    principal: Principal | None = None,
+    stream: str | None = None,
 ) -> Remembered:
     """One explicit memory (the remember tool, ``memlane remember``): refused when its whole
-    content is an acknowledgement that ``filter.exclude_patterns`` names (step 3)."""
+    content is an acknowledgement that ``filter.exclude_patterns`` names (step 3).
+
+    Memories remembered one at a time are a sequence, as a batch is (see ``sequenced``): with a
+    ``source`` and no position, the memory takes the source's next position; without a source it is
+    stored with ``stream`` (the caller's client, e.g. "mcp") as its source and continues that
+    stream's sequence only within ``graph.sequence_gap_s``."""
     [parsed] = parse(ctx.config, [item])
     content_filter.check_remember(parsed.content, ctx.config)
-    [out] = await remember(ctx, [parsed], principal=principal)
+    [out] = await remember(ctx, [parsed], principal=principal, stream=stream)
     return out
 
 
@@ -61,22 +70,49 @@ async def remember(
     *,
     principal: Principal | None = None,
     chain: bool = True,
+    stream: str | None = None,
 ) -> list[Remembered]:
     """Steps 1-8 for ``items``, stored in one transaction; ``principal`` must be allowed every
     item's project. ``chain``: a batch sharing a source (and giving no positions) is one
-    conversation, linked in order with ``next``."""
+    conversation, linked in order with ``next``. ``stream``: one memory remembered on its own
+    (``remember_one``) continues a sequence."""
     inputs = parse(ctx.config, items)
     for m in inputs:
         access.check(principal, m.project)
     f = ctx.config.filter
+    sequence = sequenced(inputs, stream, ctx.config.graph.sequence_gap_s) if stream is not None else None
+    if sequence is not None:
+        inputs = [m.model_copy(update={"source": sequence[0]}) for m in inputs]
     results = await store_inputs(
         ctx,
         inputs,
         similar=(f.novelty_threshold, f.remember_similar_limit),
         links=link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder),
+        sequence=sequence,
     )
     await enrich(ctx, results, inputs)
     return results
+
+
+def sequenced(inputs: list[MemoryInput], stream: str, gap_s: float) -> tuple[str, float | None] | None:
+    """How one memory remembered on its own joins a sequence: (source, gap bound), or None.
+
+    An assistant remembers a conversation one fact or turn at a time, so what a batch says by
+    sharing a source (these belong together, in this order) a single call cannot. Its order and
+    neighbours come from the sequence instead: a memory the caller gave a ``source`` (and no
+    position) follows the source's last memory, whenever it came; one without a source is stored
+    with the caller's ``stream`` as its source and follows the stream's last memory in the project
+    only when the two were stored, and happened, at most ``gap_s`` apart: the memories of one
+    sitting. A later sitting, or a memory dated days away from the one before it (another session
+    of an imported chat), starts a new segment. ``metadata`` is never read."""
+    [m] = inputs
+    if m.position is not None:
+        return None
+    if m.source is not None:
+        return m.source, None
+    if gap_s <= 0:
+        return None
+    return stream, gap_s
 
 
 def parse(cfg: EngineConfig, items: list[MemoryInput | dict[str, Any]]) -> list[MemoryInput]:
@@ -93,6 +129,7 @@ async def store_inputs(
     vectors: list[list[float]] | None = None,
     links: LinkPlan | None = None,
     found: list[list[tuple[UUID, float]]] | None = None,
+    sequence: tuple[str, float | None] | None = None,
 ) -> list[Remembered]:
     """Steps 4-7: embed, find neighbours, assign topics, insert in one transaction; one result per
     input, in order. An embedder that fails or hangs stores nothing (EmbeddingFailed).
@@ -101,12 +138,13 @@ async def store_inputs(
     already stored in its project with a cosine similarity at or above ``threshold``.
     ``links``: the memories' entities and graph links (``link_plan``), written in the same transaction.
     ``found``: each input's nearest stored memories (id, similarity), best first, when the caller
-    searched already (ingest, for novelty): no search is made here."""
+    searched already (ingest, for novelty): no search is made here. ``sequence``: (source, gap
+    bound) of a memory that continues a sequence (``sequenced``)."""
     if vectors is None:
         vectors = await embed(ctx, inputs)
     near = await novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
     inputs, assigned = await assign_topics(ctx, inputs, vectors)
-    return await insert(ctx, inputs, vectors, assigned, links=links, near=near)
+    return await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
 
 
 async def embed(ctx: WriteContext, inputs: list[MemoryInput]) -> list[list[float]]:
@@ -177,6 +215,7 @@ async def insert(
     *,
     links: LinkPlan | None,
     near: list[Near],
+    sequence: tuple[str, float | None] | None = None,
 ) -> list[Remembered]:
     """Step 7: the rows, with their entities and graph links, in one transaction."""
     rows = [
@@ -197,6 +236,8 @@ async def insert(
             topics=a.topics if a is not None else None,
             fact_type=m.fact_type,
             auto_topics=a.auto if a is not None else (),
+            sequence=sequence is not None,
+            sequence_gap_s=sequence[1] if sequence is not None else None,
         )
         for m, vec, a in zip(inputs, vectors, assigned, strict=True)
     ]

@@ -74,6 +74,12 @@ class StoredRow:
     expires_at: datetime | None
     source: str | None
     position: int | None = None
+    # Given no position: continue ``source``'s sequence (position = its last + 1, linked ``next``).
+    # None: no sequence. ``sequence_gap_s``: only when the source's last memory was stored at most
+    # this many seconds ago and happened at most this far from this one (else a gap: a new segment);
+    # None: always (the caller named the source).
+    sequence: bool = False
+    sequence_gap_s: float | None = None
     topics: tuple[str, ...] | None = None  # None: not assigned (topics off)
     fact_type: str | None = None
     # The automatic topics this row joins, with the key terms a topic gets if this row creates it:

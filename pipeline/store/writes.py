@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -49,6 +50,8 @@ class Writes:
             await self._serialise_writes(conn, [r.project for r in rows])
             if model_id is not None:
                 await self._check_model(conn, model_id)
+            if any(r.sequence and r.position is None for r in rows):
+                rows = await self._continue_sequences(conn, rows)
             ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
             pending = rows
             # A duplicate's row can be deleted between the INSERT that skipped it and the SELECT
@@ -155,6 +158,43 @@ class Writes:
             ([k[0] for k in keys], [k[1] for k in keys]),
         )
         return {(p, h): i for i, p, h in await cur.fetchall()}
+
+    @staticmethod
+    async def _continue_sequences(conn: psycopg.AsyncConnection, rows: list[StoredRow]) -> list[StoredRow]:
+        """The rows that continue their source's sequence get its next position (see
+        ``StoredRow.sequence``); one that comes after a gap gets last + 2, so the ``next`` links,
+        which join consecutive positions, start a new segment. Read under the project's write lock
+        (``_serialise_writes``), so two writers cannot take the same position; one indexed read per
+        source (``memories_source_position``)."""
+        last: dict[tuple[str, str], tuple[int, float, float]] = {}  # (project, source) -> position, ...
+        out = []
+        for r in rows:
+            if not r.sequence or r.position is not None or r.source is None:
+                out.append(r)
+                continue
+            key = (r.project, r.source)
+            if key not in last:
+                cur = await conn.execute(
+                    "SELECT position, extract(epoch FROM now() - created_at),"
+                    " extract(epoch FROM coalesce(%s, now()) - coalesce(occurred_at, created_at))"
+                    " FROM memories WHERE project = %s AND source = %s AND position IS NOT NULL"
+                    " ORDER BY position DESC LIMIT 1",
+                    (r.occurred_at, r.project, r.source),
+                )
+                found = await cur.fetchone()
+                last[key] = (int(found[0]), float(found[1]), float(found[2])) if found else (-1, 0.0, 0.0)
+            position, stored_ago, apart = last[key]
+            gap = r.sequence_gap_s
+            if position < 0:
+                nxt = 0
+            elif gap is None or (stored_ago <= gap and abs(apart) <= gap):
+                nxt = position + 1
+            else:
+                nxt = position + 2
+            # The batch's later rows follow this one (stored now, at this occurred_at).
+            last[key] = (nxt, 0.0, 0.0)
+            out.append(replace(r, position=nxt))
+        return out
 
     @staticmethod
     async def _serialise_writes(conn: psycopg.AsyncConnection, projects: list[str]) -> None:

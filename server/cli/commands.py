@@ -67,8 +67,9 @@ async def cmd_remember(engine: Engine, args) -> int:
             "expires_at": args.expires_at,
             "metadata": metadata,
             "fact_type": args.fact_type,
-            "source": "cli",
-        }
+            "source": args.source,
+        },
+        stream="cli",
     )
     print(json.dumps(RememberResult.of(out).model_dump()))
     return 0

@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--expires-at")
     s.add_argument("--metadata", help="a JSON object")
     s.add_argument("--fact-type", help="world, experience or opinion (default: classified)")
+    s.add_argument(
+        "--source",
+        help="the conversation, session or document it belongs to: memories of one source are linked in order",
+    )
 
     s = sub.add_parser(
         "ingest", help="store what is worth keeping from a conversation or document (split, filter, dedupe)"

@@ -62,6 +62,14 @@ Kind = Annotated[
     Literal["conversation", "document"],
     Field(description="conversation: one piece per turn; document: chunks of about 256 tokens."),
 ]
+RememberSource = Annotated[
+    str | None,
+    Field(
+        description="The conversation, session or document this memory comes from (e.g. the chat's id). "
+        "Pass the same value for every memory of one conversation: they are linked in order. Without it, "
+        "memories remembered one after another in a project are linked while they are close in time."
+    ),
+]
 Source = Annotated[
     str | None,
     Field(description="Name of the conversation or document; default 'ingest:' + a hash of the text."),

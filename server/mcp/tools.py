@@ -10,7 +10,9 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
+from memlane.pipeline.access import Principal
 from memlane.pipeline.recall import render
+from memlane.pipeline.records import Remembered
 from memlane.pipeline.remember.inputs import MemoryPatch
 from memlane.server.auth.projects import resolve_projects
 from memlane.server.mcp import params as p
@@ -36,6 +38,19 @@ def _text_and_structured(data: dict) -> CallToolResult:
     )
 
 
+def stream_of(who: Principal | None) -> str:
+    """The sequence a client's memories without a ``source`` continue (``Engine.remember``): over
+    stdio the one client of the process, over HTTP the caller's token (clients of one token that
+    remember into one project at the same time interleave; the sequence's time bound limits that)."""
+    return "mcp" if who is None else f"mcp:{who.name}"
+
+
+async def remember_memory(eng, who: Principal | None, **params) -> Remembered:
+    """What the remember tool asks of the engine, for ``params`` as the tool received them (the
+    benchmark's tool path calls this too, so it measures the tool's own code)."""
+    return await eng.remember(params, principal=who, stream=stream_of(who))
+
+
 async def remember(
     ctx: Context,
     content: p.Content,
@@ -48,28 +63,33 @@ async def remember(
     expires_at: p.ExpiresAt = None,
     metadata: p.Metadata = None,
     fact_type: p.FactType = None,
+    source: p.RememberSource = None,
 ) -> RememberResult:
-    """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'."""
+    """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match."""
     state = state_of(ctx)
     who = state.caller()
     async with state.call() as eng:
-        out = await eng.remember(
-            {
-                "content": content,
-                "project": project,
-                "category": category,
-                "tags": tags,
-                "pinned": pinned,
-                "priority": priority,
-                "occurred_at": occurred_at,
-                "expires_at": expires_at,
-                "metadata": metadata,
-                "fact_type": fact_type,
-                "source": "mcp",
-            },
-            principal=who,
+        out = await remember_memory(
+            eng,
+            who,
+            content=content,
+            project=project,
+            category=category,
+            tags=tags,
+            pinned=pinned,
+            priority=priority,
+            occurred_at=occurred_at,
+            expires_at=expires_at,
+            metadata=metadata,
+            fact_type=fact_type,
+            source=source,
         )
     return RememberResult.of(out)
+
+
+async def ingest_text(eng, who: Principal | None, text: str, **params):
+    """What the ingest tool asks of the engine (the benchmark's ingest path calls this too)."""
+    return await eng.ingest(text, principal=who, **params)
 
 
 async def ingest(
@@ -86,7 +106,9 @@ async def ingest(
     state = state_of(ctx)
     who = state.caller()
     async with state.call() as eng:
-        res = await eng.ingest(
+        res = await ingest_text(
+            eng,
+            who,
             text,
             kind=kind,
             project=project,
@@ -94,9 +116,22 @@ async def ingest(
             occurred_at=occurred_at,
             category=category,
             tags=tags,
-            principal=who,
         )
     return _text_and_structured(res.as_dict())
+
+
+async def recall_memories(eng, who: Principal | None, *, sampler=None, touch: bool | None = None, **params):
+    """What the recall tool asks of the engine (the benchmark's tool path calls this too): the
+    projects the caller may search, the request, the recall; each returned memory's access is
+    counted, here or (when it samples) by the tool after the client's answers. ``touch=False``:
+    counted by no one (the benchmark's run without access counting)."""
+    project, current_project = await resolve_projects(
+        eng, params.pop("project", None), params.pop("current_project", None), principal=who
+    )
+    req = eng.recall_request(params.pop("query"), project=project, current_project=current_project, **params)
+    return await eng.recall(
+        req, sampling=sampler, touch=(sampler is None) if touch is None else touch, principal=who
+    )
 
 
 async def recall(
@@ -121,9 +156,12 @@ async def recall(
     state = state_of(ctx)
     who = state.caller()
     async with state.call() as eng:
-        project, current_project = await resolve_projects(eng, project, current_project, principal=who)
-        req = eng.recall_request(
-            query,
+        sampler = sampler_for(ctx, eng.llm)
+        res = await recall_memories(
+            eng,
+            who,
+            sampler=sampler,
+            query=query,
             project=project,
             current_project=current_project,
             limit=limit,
@@ -139,8 +177,6 @@ async def recall(
             include_context=include_context,
             include_entities=include_entities,
         )
-        sampler = sampler_for(ctx, eng.llm)
-        res = await eng.recall(req, sampling=sampler, touch=sampler is None, principal=who)
         RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
         if sampler is not None:
             if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again

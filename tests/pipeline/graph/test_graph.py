@@ -147,16 +147,15 @@ async def test_remember_stores_entities_and_next_links_by_source_and_position(en
     assert rows(database_url, "SELECT count(*) FROM memory_linked") == [(4,)]
 
 
-async def test_a_batch_sharing_a_source_is_chained_but_single_memories_are_not(engine, database_url):
+async def test_a_batch_sharing_a_source_is_chained_but_an_import_or_mixed_sources_are_not(
+    engine, database_url
+):
     batch = await engine.remember_many(
         [{"content": f"step {i} of the migration", "source": "chat-9"} for i in range(3)]
     )
     chained = links(database_url, "next")
     assert chained == {(str(batch[0].id), str(batch[1].id)), (str(batch[1].id), str(batch[2].id))}
-    # Memories from one tool source ("mcp") remembered one at a time are not a conversation.
-    for text in ("the user likes tea", "the deploy is on Fridays"):
-        await engine.remember({"content": text, "source": "mcp"})
-    # Nor is an import batch (chain=False), nor a batch with mixed sources.
+    # An import batch (chain=False) is no conversation, nor is a batch with mixed sources.
     await engine.remember_many([{"content": f"imported {i}", "source": "mcp"} for i in range(3)], chain=False)
     await engine.remember_many([{"content": "x one", "source": "a"}, {"content": "x two", "source": "b"}])
     assert links(database_url, "next") == chained

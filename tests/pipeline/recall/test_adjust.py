@@ -23,6 +23,7 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import adjust
 from memlane.pipeline.records import Candidate
+from memlane.pipeline.remember.inputs import MemoryPatch
 
 pytestmark = pytest.mark.anyio
 
@@ -67,8 +68,33 @@ def test_decay_uses_the_half_life_of_the_memorys_category():
     ) == pytest.approx(0.5**12)
 
 
-def test_priority_boost_grows_with_priority_frequency_and_recency_and_stays_within_2x():
+def test_hot_is_priority_and_recent_use_not_how_often_recall_returned_a_memory():
     cfg = AdjustConfig()
+    low, default, high = (make_memory("a", priority=p) for p in (1, 3, 5))
+    assert adjust.hotness(low, cfg, None, NOW) == 0.0
+    assert adjust.hotness(default, cfg, None, NOW) < adjust.hotness(high, cfg, None, NOW)
+    # Returned by recall 10,000 times, just now: not used, not hotter.
+    assert adjust.hotness(default, cfg, (10_000, NOW), NOW) == adjust.hotness(default, cfg, None, NOW)
+    # Updated an hour ago (the client acted on it): hotter; the part halves per access_half_life_days.
+    made = NOW - timedelta(days=30)
+    updated = make_memory("a", created_at=made, updated_at=NOW - timedelta(hours=1))
+    week_ago = make_memory("a", created_at=made, updated_at=NOW - timedelta(days=7))
+    never = make_memory("a", created_at=made)
+    assert adjust.hotness(never, cfg, None, NOW) == pytest.approx(0.25)
+    assert adjust.hotness(updated, cfg, None, NOW) == pytest.approx(0.25 + 0.5, abs=0.01)
+    assert adjust.hotness(week_ago, cfg, None, NOW) == pytest.approx(0.25 + 0.25)
+    hottest = adjust.factors_of(
+        make_memory("a", priority=5, created_at=made, updated_at=NOW),
+        DecayConfig(),
+        cfg,
+        _inputs(),
+        ("priority",),
+    )
+    assert hottest["priority"] == pytest.approx(2.0)
+
+
+def test_with_access_boost_the_boost_grows_with_priority_frequency_and_recency_and_stays_within_2x():
+    cfg = AdjustConfig(access_boost=True)
     low, default, high = (make_memory("a", priority=p) for p in (1, 3, 5))
     assert adjust.hotness(low, cfg, None, NOW) == 0.0
     assert adjust.hotness(default, cfg, None, NOW) < adjust.hotness(high, cfg, None, NOW)
@@ -84,7 +110,7 @@ def test_priority_boost_grows_with_priority_frequency_and_recency_and_stays_with
     capped = adjust.factors_of(
         high,
         DecayConfig(),
-        AdjustConfig(max_priority_boost=1.5),
+        AdjustConfig(max_priority_boost=1.5, access_boost=True),
         _inputs(access={high.id: (10_000, NOW)}),
         ("priority",),
     )
@@ -178,8 +204,39 @@ async def test_equal_scores_priority_5_before_priority_1(make_engine):
     assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"]
 
 
-async def test_equal_scores_a_memory_recalled_often_and_lately_comes_first(make_engine, monkeypatch):
+async def test_a_memory_recall_returned_often_is_not_boosted_and_answers_do_not_drift(make_engine):
+    """By default a memory returned is not a memory used: recalls that count accesses leave the next
+    recall's order and scores as they were."""
     eng = await make_engine()
+    first, second = await _twins(eng, "The VPN config is in the team wiki", {}, {})
+    before = await _ranked(eng, "where is the VPN config?", project="p")
+    for _ in range(5):
+        await eng.store.touch([second])
+    req = eng.recall_request("where is the VPN config?", project="p", reference_time=REF)
+    for _ in range(3):  # recalls that count their accesses, as the recall tool does
+        await eng.recall(req, touch=True)
+    after = await _ranked(eng, "where is the VPN config?", project="p")
+    assert [(c.memory.id, c.score) for c in after] == [(c.memory.id, c.score) for c in before]
+    assert [c.memory.id for c in after[:2]] == [first, second]
+
+
+async def test_equal_scores_the_memory_the_client_updated_comes_first(make_engine):
+    eng = await make_engine()
+    kept, updated = await _twins(eng, "The VPN config is in the team wiki", {}, {})
+    assert [c.memory.id for c in (await _ranked(eng, "where is the VPN config?", project="p"))[:2]] == [
+        kept,
+        updated,
+    ]
+    await asyncio.sleep(1.1)  # an update is a use when it comes after the write (adjust.USED_AFTER_S)
+    patch = MemoryPatch.parse(eng.config, {"tags": ["network"]})
+    await eng.update(updated, patch)
+    ranked = await _ranked(eng, "where is the VPN config?", project="p")
+    assert [c.memory.id for c in ranked[:2]] == [updated, kept]
+    assert ranked[0].adjustments["priority"] > ranked[1].adjustments["priority"]
+
+
+async def test_with_access_boost_a_memory_recalled_often_and_lately_comes_first(make_engine, monkeypatch):
+    eng = await make_engine(adjust={**AdjustConfig().model_dump(), "access_boost": True})
     cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
     for _ in range(5):
         await eng.store.touch([hot])
