@@ -142,6 +142,9 @@ class RecallResult:
     tokens_used: int
     trace: Trace
     deferred: bool = False  # an LLM stage waits for the MCP client's model: call again with its answers
+    # The order stage 7 (the relevance threshold) was given, its first 50 ids: what it dropped can be
+    # measured (the benchmark's evidence lost at stage 7).
+    before_threshold: tuple[UUID, ...] = ()
     rendered: dict[str, Any] = field(default_factory=dict)  # what the client's model reads (render.py)
 
 

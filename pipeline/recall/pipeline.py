@@ -256,6 +256,7 @@ async def _stages(ctx: RecallContext) -> RecallResult:
     if (
         unread
         and ctx.adjustments
+        and cfg.adjust.access_boost
         and "priority" in adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
     ):
         ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
@@ -266,6 +267,9 @@ async def _stages(ctx: RecallContext) -> RecallResult:
             ctx.access_read.cancel()
             if ctx.access_read.done() and not ctx.access_read.cancelled():
                 ctx.access_read.exception()  # (stage 8 reported it, if it ran)
+
+
+BEFORE_THRESHOLD_KEPT = 50
 
 
 async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
@@ -279,6 +283,7 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
         "word_min_similarity": cfg.word_min_similarity,
         "relative_floor": cfg.relative_floor,
     }
+    before_threshold = tuple(c.memory.id for c in candidates[:BEFORE_THRESHOLD_KEPT])
     candidates = await run_stage(ctx, "threshold", _threshold, candidates, detail=floor)
     if not req.explain:  # (an explained result shows whole ids)
         # The handles of the memories stage 9 will likely take (stage 8 reorders a little) are read
@@ -311,4 +316,5 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
         trace=ctx.trace,
         deferred=ctx.usage.deferred > 0,
         rendered=packed.rendered,
+        before_threshold=before_threshold,
     )

@@ -1,9 +1,19 @@
 """``memlane bench locomo``: retrieval quality on LoCoMo, by the protocol in shared/docs/EVAL.md.
 
-One project per conversation; every turn goes through the normal remember path (``remember_many``,
-the same validation, embedding and insert as the ``remember`` tool); every question with evidence is
-recalled with "now" = the last session's date; the ranked list is ``RecallResult.ranked`` (the final
-order before token packing), mapped to dia ids; recall@k = |evidence ∩ first k| / |evidence|.
+One project per conversation, stored along one of three paths (``--path``):
+
+- ``tool`` (the default, the project's figure): every turn through the code the MCP ``remember``
+  tool runs (``server/mcp/tools.py remember_memory``), one call per turn in order, with only the
+  tool's parameters (content, project, occurred_at, metadata); every question through the recall
+  tool's code (``recall_memories``), which counts an access for each memory returned, as the tool
+  does. The questions are asked twice, first without counting accesses, so the report has both;
+- ``batch``: the turns in batches of 128 through ``remember_many``, each session a ``source`` with
+  positions (what an importer that knows the conversation's structure can send);
+- ``ingest``: each session as one text through the ``ingest`` tool's code.
+
+Every question with evidence is recalled with "now" = the last session's date; the ranked list is
+``RecallResult.ranked`` (the final order before token packing), mapped to dia ids; recall@k =
+|evidence ∩ first k| / |evidence|.
 """
 
 from __future__ import annotations
@@ -32,12 +42,17 @@ from memlane.server.bench.common import (
 from memlane.server.bench.locomo_data import (
     EVIDENCE_RULES,
     REFERENCE_TIME_RULE,
+    SHAPE_RULE,
     Conversation,
     Question,
     load_conversations,
+    long_replies,
 )
 from memlane.server.bench.methods import Method, ablation_methods, recall_settings
+from memlane.server.mcp.tools import ingest_text, recall_memories, remember_memory
 
+PATHS = ("tool", "batch", "ingest")
+SHAPES = ("turns", "long-replies")
 K_VALUES = (1, 5, 10, 20)
 # `ranked` is taken before packing, so the limit does not cut it; it only shapes the assembly stage,
 # which is timed, so it is set to what a caller wanting the top 20 would ask for.
@@ -69,6 +84,9 @@ class MethodRun:
     wall_ms: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)  # delivered per recall, as the client reads it
     stage_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    lists: list[list[str]] = field(default_factory=list)  # the default method's ranked ids per question
+    # Per question (default method): evidence dia ids in stage 7's top 20, and those it dropped.
+    floor: list[tuple[int, list[str]]] = field(default_factory=list)
     by_conversation: dict[str, list[tuple[int | None, dict[int, float]]]] = field(
         default_factory=lambda: defaultdict(list)
     )
@@ -86,6 +104,38 @@ def ranked_dia_ids(result, dias_by_id: dict[str, list[str]], depth: int = RECALL
         if len(out) >= depth:
             break
     return out
+
+
+def threshold_losses(result, dias_by_id: dict[str, list[str]], evidence) -> tuple[int, list[str]]:
+    """The evidence dia ids among the first 20 candidates stage 7 was given, and those of them it
+    dropped (not in the final order at any position)."""
+    kept = {str(c.memory.id) for c in result.ranked}
+    wanted = set(evidence)
+    before, lost = set(), set()
+    for mid in map(str, result.before_threshold[:RECALL_LIMIT]):
+        held = wanted & set(dias_by_id.get(mid, ()))
+        before |= held
+        if mid not in kept:
+            lost |= held
+    # A dia id also held by a memory that was kept (a merged piece and its duplicate) is not lost.
+    for mid in kept:
+        lost -= set(dias_by_id.get(mid, ()))
+    return len(before), sorted(lost)
+
+
+def threshold_block(run: MethodRun, questions: list[str]) -> dict[str, Any]:
+    before = sum(n for n, _ in run.floor)
+    lost = sum(len(x) for _, x in run.floor)
+    losing = [(q, x) for q, (_, x) in zip(questions, run.floor, strict=True) if x]
+    return {
+        "evidence_in_top20_before": before,
+        "evidence_lost": lost,
+        "lost_share": round(lost / before, 4) if before else None,
+        "questions_losing_evidence": len(losing),
+        "examples": [{"question": q, "lost": x} for q, x in losing[:10]],
+        "rule": "evidence dia ids among the first 20 candidates stage 7 was given that are not in the "
+        "final order at any position",
+    }
 
 
 def recall_at(ranked: list[str], evidence: tuple[str, ...], ks=K_VALUES) -> dict[int, float]:
@@ -140,9 +190,45 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
                 results = await engine.remember_many(items)
                 seconds += time.perf_counter() - t0
                 for turn, res in zip(batch, results, strict=True):
-                    dias[str(res.id)].append(turn.dia_id)
+                    dias[str(res.id)].extend(turn.dia_ids)
                     created += res.status == "created"
                 bar.update(len(batch))
+            out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
+    stats = {
+        "turns": total,
+        "memories": created,
+        "deduplicated": total - created,
+        "seconds": round(seconds, 3),
+        "per_second": round(total / seconds, 2) if seconds else None,
+    }
+    return out, stats
+
+
+async def remember_turns(
+    ctx: BenchContext, convs: list[Conversation], show: bool
+) -> tuple[list[Ingested], dict]:
+    """The ``tool`` path: one ``remember`` tool call per turn, in order, with the tool's parameters
+    only (no source, no position: what an assistant sends)."""
+    engine, out, seconds, created = ctx.engine, [], 0.0, 0
+    total = sum(len(c.turns) for c in convs)
+    with progress(total, "remember", show, unit="turn") as bar:
+        for conv in convs:
+            project = ctx.project(f"locomo-{conv.name}")
+            dias: dict[str, list[str]] = defaultdict(list)
+            for t in conv.turns:
+                t0 = time.perf_counter()
+                res = await remember_memory(
+                    engine,
+                    None,
+                    content=t.content,
+                    project=project,
+                    occurred_at=t.occurred_at.isoformat(),
+                    metadata={"dia_id": t.dia_id, "session": t.session},
+                )
+                seconds += time.perf_counter() - t0
+                dias[str(res.id)].extend(t.dia_ids)
+                created += res.status == "created"
+                bar.update(1)
             out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
     stats = {
         "turns": total,
@@ -157,7 +243,8 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
 async def ingest_sessions(
     ctx: BenchContext, convs: list[Conversation], show: bool
 ) -> tuple[list[Ingested], dict]:
-    """The ``--ingest`` variant: each session goes through ``Engine.ingest`` as one conversation
+    """The ``ingest`` path (and the ``--ingest`` variant): each session goes through the ``ingest``
+    tool's code as one conversation
     ("Speaker: text" lines, the session date as occurred_at, source locomo-<conv>-session-<n>); every
     piece maps back to its turn (the result's ``turn``), so a stored piece is its dia id and a
     duplicate counts as the memory it matched, as an exact duplicate does in the remember run."""
@@ -177,7 +264,9 @@ async def ingest_sessions(
             for n, turns in sorted(sessions.items()):
                 text = "\n".join(" ".join(t.content.split()) for t in turns)
                 t0 = time.perf_counter()
-                res = await engine.ingest(
+                res = await ingest_text(
+                    engine,
+                    None,
                     text,
                     kind="conversation",
                     project=project,
@@ -191,13 +280,13 @@ async def ingest_sessions(
                     counts[p.status] += 1
                     if p.turn is None or p.turn >= len(turns):
                         continue
-                    dia = turns[p.turn].dia_id
-                    status_of.setdefault((conv.name, dia), set()).add(p.status)
+                    for dia in turns[p.turn].dia_ids:
+                        status_of.setdefault((conv.name, dia), set()).add(p.status)
+                        mid = p.id if p.status == "stored" else p.duplicate_of
+                        if mid is not None and dia not in dias[str(mid)]:
+                            dias[str(mid)].append(dia)
                     if p.status == "filtered":
                         reasons[p.rule] += 1
-                    mid = p.id if p.status == "stored" else p.duplicate_of
-                    if mid is not None and dia not in dias[str(mid)]:
-                        dias[str(mid)].append(dia)
                 bar.update(len(turns))
             out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
     evidence = {(c.name, d) for c in convs for q in c.questions for d in q.evidence}
@@ -230,18 +319,38 @@ async def ask_one(
     methods: list[Method],
     runs: dict,
     variants: dict | None = None,
+    tool_touch: bool | None = None,
 ) -> None:
     """One question, every method; records scores, wall time and per-stage ms per method. With
     ``variants`` (``adjustments.variants``), each scoring-adjustment variant re-scores the default
-    run's candidates, recorded as ``adjust:<name>``."""
+    run's candidates, recorded as ``adjust:<name>``. ``tool_touch`` (the tool path): the default
+    method goes through the recall tool's code, counting accesses when True."""
     engine = ctx.engine
     req = engine.recall_request(
         q.text, project=ing.project, limit=RECALL_LIMIT, reference_time=ing.conv.reference_time
     )
     for method in methods:
-        with recall_settings(engine, method.recall_config):
-            result, ms = await timed_recall(engine, req, **(method.recall_kwargs() if method.arms else {}))
+        if method is DEFAULT and tool_touch is not None:
+            t0 = time.perf_counter()
+            result = await recall_memories(
+                engine,
+                None,
+                touch=tool_touch,
+                query=q.text,
+                project=ing.project,
+                limit=RECALL_LIMIT,
+                reference_time=ing.conv.reference_time.isoformat(),
+            )
+            ms = (time.perf_counter() - t0) * 1000
+        else:
+            with recall_settings(engine, method.recall_config):
+                result, ms = await timed_recall(
+                    engine, req, **(method.recall_kwargs() if method.arms else {})
+                )
         run: MethodRun = runs[method.name]
+        if method is DEFAULT:
+            run.lists.append([str(c.memory.id) for c in result.ranked[:RECALL_LIMIT]])
+            run.floor.append(threshold_losses(result, ing.dias_by_id, q.evidence))
         score = (q.category, recall_at(ranked_dia_ids(result, ing.dias_by_id), q.evidence))
         run.scores.append(score)
         run.by_conversation[ing.conv.name].append(score)
@@ -267,6 +376,7 @@ async def ask_all(
     ablation: list[Method],
     show: bool,
     variants: dict | None = None,
+    tool_touch: bool | None = None,
 ) -> dict:
     methods = [DEFAULT] + [m for m in ablation if not _same_as_default(m)]
     runs = {m.name: MethodRun() for m in methods}
@@ -274,7 +384,7 @@ async def ask_all(
     with progress(total, "recall", show, unit="q") as bar:
         for ing in ingested:
             for q in ing.conv.questions:
-                await ask_one(ctx, ing, q, methods, runs, variants)
+                await ask_one(ctx, ing, q, methods, runs, variants, tool_touch)
                 bar.update(1)
     for m in ablation:  # methods identical to the default share its run
         runs.setdefault(m.name, runs[DEFAULT.name])
@@ -320,7 +430,7 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
             ctx,
             k=list(K_VALUES),
             recall_limit=RECALL_LIMIT,
-            touch=False,
+            touch="tool path: as the recall tool (see 'access'); batch and ingest: False",
             remember_batch=BATCH_SIZE,
             reference_time=REFERENCE_TIME_RULE,
             evidence=EVIDENCE_RULES,
@@ -345,44 +455,108 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
     return report
 
 
+def _changed(a: MethodRun, b: MethodRun) -> int:
+    """Questions whose ranked list differs between two runs of the same questions."""
+    return sum(1 for x, y in zip(a.lists, b.lists, strict=True) if x != y)
+
+
 async def run(
     settings,
     data: str | Path,
     *,
+    path: str = "tool",
+    shape: str = "turns",
     ablate: bool = False,
     ingest_variant: bool = False,
     adjust_variants: bool = False,
     embedder=None,
     show_progress=True,
 ) -> dict:
-    """Load, ingest, ask, score; returns the JSON-ready report. ``ingest_variant``: also feed each
-    session through ``Engine.ingest`` and score the same questions on what it kept (report["ingest"]);
-    ``adjust_variants``: also score each stage-8 variant on the default run's candidates."""
+    """Load, store along ``path`` (module docstring), ask, score; returns the JSON-ready report.
+    ``ingest_variant``: also feed each session through the ingest path and score the same questions
+    on what it kept (report["ingest"]); ``adjust_variants``: also score each stage-8 variant on the
+    default run's candidates."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
     convs = load_conversations(data)
+    if shape == "long-replies":
+        convs = [long_replies(c) for c in convs]
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.warm)  # model load is not remember throughput
-        ingested, remember = await ingest(ctx, convs, show_progress)
+        store = {"tool": remember_turns, "batch": ingest, "ingest": ingest_sessions}[path]
+        ingested, remember = await store(ctx, convs, show_progress)
         ablation = ablation_methods(ctx.engine) if ablate else []
         table = None
         if adjust_variants:
             rc = ctx.engine.config.recall
             table = adjustments.variants(rc.decay, rc.adjust)
-        runs = await ask_all(ctx, ingested, ablation, show_progress, table)
+        tool = path == "tool"
+        # The tool path asks first without counting accesses, then as the tool does (counting), then
+        # the same questions once more: what access counting changes, and whether asking changes
+        # the next answers.
+        runs = await ask_all(
+            ctx, ingested, ablation, show_progress, table, tool_touch=False if tool else None
+        )
+        access_block = None
+        if tool:
+            untouched = runs[DEFAULT.name]
+            counted = (await ask_all(ctx, ingested, [], show_progress, tool_touch=True))[DEFAULT.name]
+            again = (await ask_all(ctx, ingested, [], show_progress, tool_touch=True))[DEFAULT.name]
+            runs[DEFAULT.name] = counted
+            access_block = {
+                "counted": recall_block(counted.scores),
+                "not_counted": recall_block(untouched.scores),
+                "asked_again": recall_block(again.scores),
+                "lists_changed_by_counting": _changed(untouched, counted),
+                "lists_changed_when_asked_again": _changed(counted, again),
+                "questions": len(counted.lists),
+                "note": "recall as the tool runs it counts an access per memory returned; 'counted' is the "
+                "headline (questions asked in order, each after the accesses of those before it), "
+                "'not_counted' the same questions first, with no access counted",
+            }
         unrelated_block = await unrelated.ask(ctx.engine, ingested, limit=RECALL_LIMIT)
         vers = await versions(ctx.engine)
         report = build_report(ctx, data, convs, remember, runs, ablation, vers, unrelated_block)
+        report["path"] = path
+        report["shape"] = shape
+        report["config"]["path"] = PATH_NOTES[path]
+        if shape != "turns":
+            report["config"]["shape"] = SHAPE_RULE
+        report["threshold"] = threshold_block(
+            runs[DEFAULT.name], [q.text for i in ingested for q in i.conv.questions]
+        )
+        if access_block is not None:
+            report["access"] = access_block
         if hasattr(ctx.engine.embedder, "describe"):  # --stored-with
             report["config"]["embedding"] = ctx.engine.embedder.describe()
-        if ingest_variant:
+        if ingest_variant and path != "ingest":
             by_ingest, stats = await ingest_sessions(ctx, convs, show_progress)
             ingest_runs = await ask_all(ctx, by_ingest, [], show_progress)
-            f = ctx.engine.config.filter
             report["ingest"] = {
                 **stats,
                 "recall": recall_block(ingest_runs[DEFAULT.name].scores),
                 "explicit_remember_recall": report["recall"],
-                "filter": f.model_dump(exclude={"exclude_patterns"}),
-                "chunker": ctx.engine.config.chunker.model_dump(),
-                "scoring": "R@k over every question's evidence turns; a filtered evidence turn is a miss",
+                **_ingest_config(ctx),
             }
+        elif path == "ingest":
+            report["ingest"] = {**remember, **_ingest_config(ctx)}
         return report
+
+
+def _ingest_config(ctx) -> dict[str, Any]:
+    f = ctx.engine.config.filter
+    return {
+        "filter": f.model_dump(exclude={"exclude_patterns"}),
+        "chunker": ctx.engine.config.chunker.model_dump(),
+        "scoring": "R@k over every question's evidence turns; a filtered evidence turn is a miss",
+    }
+
+
+PATH_NOTES = {
+    "tool": "one remember tool call per turn (server/mcp/tools.py remember_memory), in order, with content, "
+    "project, occurred_at and metadata only; recall through the recall tool's code (recall_memories)",
+    "batch": f"remember_many in batches of {BATCH_SIZE}, source per session with positions",
+    "ingest": "each session as one text through the ingest tool's code (ingest_text), source per session",
+}

@@ -43,6 +43,11 @@ class Turn:
     session: int
     content: str
     occurred_at: datetime
+    also: tuple[str, ...] = ()  # a merged piece (``long_replies``): the other dia ids it holds
+
+    @property
+    def dia_ids(self) -> tuple[str, ...]:
+        return (self.dia_id, *self.also)
 
 
 @dataclass(frozen=True)
@@ -169,3 +174,54 @@ def load_conversations(path: str | Path) -> list[Conversation]:
         raise FileNotFoundError(f"{path} does not exist")
     convs = [parse_conversation(name, conv) for f in files for name, conv in _samples(f)]
     return sorted(convs, key=lambda c: c.name)
+
+
+LONG_MIN_WORDS, LONG_MAX_WORDS = 200, 600
+SHAPE_RULE = (
+    "long-replies: in each session, a turn as it is, then the turns after it merged into one piece "
+    f"('Speaker: text' lines) of at least {LONG_MIN_WORDS} words and, where a turn allows, at most "
+    f"{LONG_MAX_WORDS}, alternating; a piece holds every dia id it merged, so evidence in it is found "
+    "when the piece is"
+)
+
+
+def long_replies(conv: Conversation) -> Conversation:
+    """The same conversation in the shape of a chat with long replies (``SHAPE_RULE``): short turns
+    alternating with pieces of 200-600 words, as an assistant's long answers are. The questions and
+    their evidence are the same; only how the text is cut into memories changes."""
+    out: list[Turn] = []
+    by_session: dict[int, list[Turn]] = {}
+    for t in conv.turns:
+        by_session.setdefault(t.session, []).append(t)
+    for turns in by_session.values():
+        i = 0
+        while i < len(turns):
+            out.append(turns[i])  # the short turn
+            i += 1
+            block: list[Turn] = []
+            words = 0
+            while i < len(turns) and words < LONG_MIN_WORDS:
+                n = len(turns[i].content.split())
+                if block and words + n > LONG_MAX_WORDS:
+                    break
+                block.append(turns[i])
+                words += n
+                i += 1
+            if block:
+                out.append(
+                    Turn(
+                        dia_id=block[0].dia_id,
+                        session=block[0].session,
+                        content="\n".join(t.content for t in block),
+                        occurred_at=block[0].occurred_at,
+                        also=tuple(t.dia_id for t in block[1:]),
+                    )
+                )
+    return Conversation(
+        name=conv.name,
+        turns=out,
+        questions=conv.questions,
+        last_session=conv.last_session,
+        reference_time=conv.reference_time,
+        evidence_notes=conv.evidence_notes,
+    )

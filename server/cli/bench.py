@@ -70,6 +70,20 @@ def add_parser(sub) -> None:
 
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
+    p.add_argument(
+        "--path",
+        choices=["tool", "batch", "ingest"],
+        default="tool",
+        help="how the turns are stored: tool (default) one remember tool call per turn, as a client "
+        "does; batch: remember_many with a source per session; ingest: each session through ingest",
+    )
+    p.add_argument(
+        "--shape",
+        choices=["turns", "long-replies"],
+        default="turns",
+        help="turns (default): one memory per turn; long-replies: short turns alternating with pieces of "
+        "200-600 words (a chat with long assistant replies)",
+    )
     p.add_argument("--ablate", action="store_true", help="also run each arm alone and in combinations")
     p.add_argument(
         "--ingest",
@@ -219,6 +233,8 @@ def _locomo(args, settings) -> int:
         locomo.run(
             settings,
             data,
+            path=getattr(args, "path", "tool"),
+            shape=getattr(args, "shape", "turns"),
             embedder=embedder,
             ablate=args.ablate,
             ingest_variant=getattr(args, "ingest", False),

@@ -341,3 +341,84 @@ def test_one_real_locomo_conversation(bench_settings, embedder):
     _assert_recall_block(report["recall"])
     # Far above chance (20 of 369 turns is 0.05) whatever the pipeline's current quality.
     assert report["recall"]["all"]["20"] > 0.3
+
+
+# -- the tool path is the MCP tools' path -------------------------------------------------------
+
+
+async def _mcp_lists(settings, embedder, conv, project) -> list[list[str]]:
+    """Every turn through an MCP client's remember, every question through its recall."""
+    from support.clients import call_ok, in_process
+
+    out = []
+    async with in_process(settings, embedder=embedder) as client:
+        for t in conv.turns:
+            args = {
+                "content": t.content,
+                "project": project,
+                "occurred_at": t.occurred_at.isoformat(),
+                "metadata": {"dia_id": t.dia_id, "session": t.session},
+            }
+            await call_ok(client, "remember", args)
+        for q in conv.questions:
+            args = {
+                "query": q.text,
+                "project": project,
+                "limit": locomo.RECALL_LIMIT,
+                "max_tokens": 100_000,
+                "reference_time": conv.reference_time.isoformat(),
+            }
+            res = await call_ok(client, "recall", args)
+            out.append([m["content"] for m in res["memories"]])
+    return out
+
+
+@pytest.mark.anyio
+async def test_the_tool_path_ranks_what_an_mcp_client_gets(synthetic_file, bench_settings, embedder):
+    """The same conversation stored and asked through a real MCP client and through the bench's tool
+    path: the same memories, in the same order, for every question (the second pass too, as
+    access counting changes nothing)."""
+    from memlane.server.bench.common import bench_engine
+    from memlane.server.mcp.tools import recall_memories
+
+    [conv] = load_conversations(synthetic_file)
+    via_mcp = await _mcp_lists(bench_settings, embedder, conv, "via-mcp")
+    assert any(via_mcp), "the MCP client found nothing at all: the comparison would be empty"
+    async with bench_engine(bench_settings, embedder=embedder) as ctx:
+        [ing], stats = await locomo.remember_turns(ctx, [conv], show=False)
+        assert stats["memories"] == len(conv.turns)
+        for _ in range(2):
+            via_bench = []
+            for q in conv.questions:
+                res = await recall_memories(
+                    ctx.engine,
+                    None,
+                    query=q.text,
+                    project=ing.project,
+                    limit=locomo.RECALL_LIMIT,
+                    reference_time=conv.reference_time.isoformat(),
+                )
+                ranked = [c.memory.content for c in res.ranked[: locomo.RECALL_LIMIT]]
+                assert [m.content for m, _ in res.memories] == ranked[: len(res.memories)]
+                via_bench.append(ranked)
+            assert via_bench == via_mcp
+
+
+def test_locomo_reports_the_path_and_the_tool_path_reports_access_counting(
+    synthetic_file, bench_settings, embedder
+):
+    tool = asyncio.run(locomo.run(bench_settings, synthetic_file, embedder=embedder, show_progress=False))
+    assert tool["path"] == "tool" and "remember tool call per turn" in tool["config"]["path"]
+    access = tool["access"]
+    for key in ("counted", "not_counted", "asked_again"):
+        _assert_recall_block(access[key])
+    assert access["questions"] == tool["questions"]
+    # A memory returned is not a memory used: counting accesses changes no answer.
+    assert access["lists_changed_by_counting"] == 0
+    assert access["lists_changed_when_asked_again"] == 0
+    batch = asyncio.run(
+        locomo.run(bench_settings, synthetic_file, path="batch", embedder=embedder, show_progress=False)
+    )
+    assert batch["path"] == "batch" and "access" not in batch
+    with pytest.raises(ValueError, match="path must be one of"):
+        asyncio.run(locomo.run(bench_settings, synthetic_file, path="nope", embedder=embedder))
