@@ -303,6 +303,16 @@ class RecallConfig(Section):
         "rrf_vector.vector * best cosine over the query texts.",
     )
     rrf_vector: RrfVectorWeights = RrfVectorWeights()
+    neighbour_lift: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=2.0,
+        description="Fusion: a candidate whose sequence neighbours (same source, within neighbour_window "
+        "positions) are candidates too gets this x the best of their scores; 0: off.",
+    )
+    neighbour_window: int = Field(
+        default=2, ge=0, le=10, description="Positions either side that neighbour_lift looks at."
+    )
     arm_weights: dict[str, float] = Field(
         default_factory=lambda: dict(ARM_WEIGHTS),
         description="Fusion weight of each retrieval arm (pipeline/recall/arms.py); arms left out keep their "

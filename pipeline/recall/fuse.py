@@ -88,6 +88,38 @@ def rrf_vector_fusion(
     return sorted(fused, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
+def lift_neighbours(fused: list[Candidate], weight: float, window: int) -> int:
+    """Session-level evidence: a candidate whose sequence neighbours (same source, at most
+    ``window`` positions away) are candidates too gets ``weight`` x the best of their scores, halved
+    per position beyond the first. A conversation answers a question over a few turns (the question
+    in one, the answer in the next, a detail two turns on) and one turn alone often matches weakly;
+    scores are lifted from the fused scores before any lift, so the order of candidates does not
+    matter. Returns how many were lifted; re-sorting is the caller's."""
+    if weight <= 0 or window <= 0:
+        return 0
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for c in fused:
+        m = c.memory
+        if m.source is not None and m.position is not None:
+            groups.setdefault((m.project, m.source), []).append(c)
+    base = {id(c): c.score for c in fused}
+    lifted = 0
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        at = {c.memory.position: c for c in group}
+        for c in group:
+            best = 0.0
+            for d in range(1, window + 1):
+                for n in (at.get(c.memory.position - d), at.get(c.memory.position + d)):
+                    if n is not None:
+                        best = max(best, base[id(n)] * 0.5 ** (d - 1))
+            if best > 0:
+                c.score = base[id(c)] + weight * best
+                lifted += 1
+    return lifted
+
+
 def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
     if cfg.fusion == "rrf_vector":
@@ -97,4 +129,9 @@ def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
         fused = _with_exact_scores(reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k), retrieved)
     else:
         fused = score_fusion(retrieved, cfg.arm_weights)
-    return Step(fused, detail={"method": cfg.fusion})
+    detail = {"method": cfg.fusion}
+    lifted = lift_neighbours(fused, cfg.neighbour_lift, cfg.neighbour_window)
+    if lifted:
+        fused.sort(key=lambda c: (-c.score, *stable_key(c.memory)))
+        detail["neighbours_lifted"] = lifted
+    return Step(fused, detail=detail)

@@ -14,6 +14,11 @@ so a word that is a single token with an id under ``recall.informative_token_ran
 common word ("time", "point", "year", "first", "many"). Words match on a shared stem-like prefix
 ("painted" and "painting").
 
+Both cosine floors that a shared word relaxes shrink for a long memory (``length_factor``): its
+cosine with a short question is diluted by everything else it says. On a chat whose replies are
+200-600 words, the best keyword hit of a question, sharing its rare word, had cosines of 0.08-0.11
+and was dropped.
+
 A candidate in the time range the question names (the temporal arm, ``pipeline/time/arm.py``)
 that matches a keyword of the question or shares an informative word with it is kept with a cosine
 of at least ``recall.min_similarity``; when the question has no informative word besides its time
@@ -92,6 +97,19 @@ def shares_word(words: frozenset[str], content: str) -> bool:
     return False
 
 
+# A long memory's cosine with a short question is diluted by everything else it says (the embedding
+# pools every token, and sees only the first 256): past this many words, the floors that a shared
+# word relaxes (min_similarity, word_min_similarity) shrink with the square root of its length. The
+# floors were calibrated on chat turns, most under it.
+REFERENCE_WORDS = 40
+
+
+def length_factor(content: str) -> float:
+    """1 for a memory of up to ``REFERENCE_WORDS`` words, then sqrt(REFERENCE_WORDS / words)."""
+    n = len(content.split())
+    return 1.0 if n <= REFERENCE_WORDS else (REFERENCE_WORDS / n) ** 0.5
+
+
 _ANY_TIME = datetime(2000, 1, 1)  # only the phrases of the time expressions are used
 # Words that ask for whatever happened, not for something in particular ("what happened in June?").
 _ANY_EVENT = frozenset("happen happened happening went occur occurred anything everything".split())
@@ -119,15 +137,16 @@ def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candi
             continue
         if not keyword and sim < cfg.min_similarity:
             continue
+        scale = length_factor(c.memory.content)
         if sim >= cfg.semantic_min_similarity or (
-            sim >= cfg.word_min_similarity and shares_word(words, c.memory.content)
+            sim >= cfg.word_min_similarity * scale and shares_word(words, c.memory.content)
         ):
             kept.append(c)
         elif c.arm_scores.get("temporal", 0.0) > 0 and (keyword or shares_word(words, c.memory.content)):
             # In the time range the question names, and sharing a word with it: the range is the
             # evidence the weaker cosine lacks ("what did we decide last week?"). The cosine still
             # has to clear min_similarity (checked above when no keyword matched).
-            if sim >= cfg.min_similarity:
+            if sim >= cfg.min_similarity * scale:
                 kept.append(c)
     if kept and cfg.relative_floor > 0:
         best = max(c.score for c in kept)

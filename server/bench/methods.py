@@ -28,6 +28,10 @@ from memlane.pipeline.recall import arms as arm_registry
 SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
 # Method-name suffix -> recall config overrides; skipped when a field does not exist (any more).
 CONFIG_VARIANTS = {
+    "no-neighbour-lift": {"neighbour_lift": 0.0},
+    "neighbour-lift-0.15": {"neighbour_lift": 0.15},
+    "neighbour-lift-0.6": {"neighbour_lift": 0.6},
+    "neighbour-window-1": {"neighbour_window": 1},
     "rrf": {"fusion": "rrf"},
     "rrf-vector": {"fusion": "rrf_vector"},
     # The graph arm's two algorithms (the configured one is "fused"; "fused-no-graph" is it off).

@@ -62,3 +62,29 @@ def test_score_fusion_counts_nothing_for_an_arm_without_a_score_and_survives_no_
 def test_score_fusion_breaks_ties_the_same_way_every_run():
     r, _ = retrieved({"zeta": {"vector": 0.5}, "alpha": {"vector": 0.5}})
     assert [c.memory.content for c in fuse.score_fusion(r, {})] == ["alpha", "zeta"]
+
+
+def test_neighbours_in_one_sequence_lift_each_other_from_their_unlifted_scores():
+    from memlane.pipeline.records import Candidate
+
+    def turn(name, pos, score, source="chat", project="p"):
+        return Candidate(make_memory(name, source=source, position=pos, project=project), score=score)
+
+    q, a, far, other, loose, alone = (
+        turn("q", 4, 1.0),
+        turn("a", 5, 0.2),  # the answer next to a strong match
+        turn("far", 7, 0.5),  # two positions from a: half of a's score
+        turn("other", 6, 0.3, source="another chat"),  # same position, another source: no lift
+        turn("loose", 6, 0.3, project="elsewhere"),
+        Candidate(make_memory("alone"), score=0.4),  # no sequence at all
+    )
+    cands = [q, a, far, other, loose, alone]
+    assert fuse.lift_neighbours(cands, 0.5, 2) == 3
+    assert a.score == pytest.approx(0.2 + 0.5 * max(1.0, 0.5 * 0.5))
+    assert q.score == pytest.approx(1.0 + 0.5 * 0.2)  # from a's score before its lift
+    assert far.score == pytest.approx(0.5 + 0.5 * 0.2 * 0.5)
+    assert (other.score, loose.score, alone.score) == (0.3, 0.3, 0.4)
+    # Off, or a window of 0: nothing moves.
+    again = [turn("x", 1, 0.5), turn("y", 2, 0.1)]
+    assert fuse.lift_neighbours(again, 0.0, 2) == 0 and fuse.lift_neighbours(again, 0.5, 0) == 0
+    assert [c.score for c in again] == [0.5, 0.1]

@@ -113,3 +113,24 @@ async def test_an_unrelated_question_recalls_nothing_and_says_so(engine):
     assert res.rendered["memories"] == [] and "No stored memory is relevant" in res.rendered["note"]
     res = await engine.recall(engine.recall_request("which database do we use for invoices?"))
     assert res.memories[0][0].content == "The billing service stores invoices in PostgreSQL"
+
+
+def test_a_long_memory_sharing_a_rare_word_is_kept_at_a_cosine_a_short_one_is_not():
+    """A reply of a few hundred words matches a short question with a diluted cosine: the floors a
+    shared word relaxes shrink with its length, and a short memory's stay where they were."""
+    from memlane.pipeline.recall.threshold import REFERENCE_WORDS, length_factor
+
+    filler = " ".join(["we talked about the weekend and the weather and other things"] * 25)
+    long_text = f"Anthony is my cousin from Denver. {filler}"
+    assert len(long_text.split()) > 200
+    assert length_factor("Anthony is my cousin") == 1.0
+    assert length_factor(long_text) == pytest.approx((REFERENCE_WORDS / len(long_text.split())) ** 0.5)
+    cfg = RecallConfig(relative_floor=0.0)
+    cos = cfg.word_min_similarity * 0.7  # under the floor of a short memory, over a long one's
+    short = cand("Anthony is my cousin from Denver.", cos=cos, bm25=3.0)
+    long_ = cand(long_text, cos=cos, bm25=3.0)
+    kept = apply_floor([short, long_], cfg, query="Who is Anthony?")
+    assert [c.memory.content for c in kept] == [long_text]
+    # Without the shared word the length changes nothing: the meaning alone must convince.
+    unrelated = cand(filler, cos=cos, bm25=0.0)
+    assert apply_floor([unrelated], cfg, query="Who is Anthony?") == []

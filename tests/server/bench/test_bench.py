@@ -422,3 +422,35 @@ def test_locomo_reports_the_path_and_the_tool_path_reports_access_counting(
     assert batch["path"] == "batch" and "access" not in batch
     with pytest.raises(ValueError, match="path must be one of"):
         asyncio.run(locomo.run(bench_settings, synthetic_file, path="nope", embedder=embedder))
+
+
+def test_long_replies_keeps_every_turn_once_in_pieces_of_200_to_600_words():
+    from memlane.server.bench.locomo_data import LONG_MAX_WORDS, LONG_MIN_WORDS, long_replies
+
+    if not LOCOMO_30.exists():
+        pytest.skip("../shared/locomo is not there")
+    [conv] = load_conversations(LOCOMO_30)
+    shaped = long_replies(conv)
+    held = [d for t in shaped.turns for d in t.dia_ids]
+    assert sorted(held) == sorted(t.dia_id for t in conv.turns)  # every turn once, none lost
+    assert shaped.questions == conv.questions
+    pieces = [t for t in shaped.turns if t.also]
+    assert pieces, "no turn was merged"
+    words = [len(t.content.split()) for t in pieces]
+    # Only a session's last piece may fall short (its turns ran out); merging never passes the maximum.
+    assert sum(w < LONG_MIN_WORDS for w in words) <= len({t.session for t in conv.turns})
+    assert all(w <= LONG_MAX_WORDS for t, w in zip(pieces, words, strict=True))
+    assert all(len({conv_t.session for conv_t in conv.turns if conv_t.dia_id in t.dia_ids}) == 1 for t in pieces)
+
+
+def test_threshold_losses_count_evidence_stage_7_dropped_from_its_top_20():
+    from types import SimpleNamespace
+    from uuid import uuid4
+
+    a, b, c, d = (uuid4() for _ in range(4))
+    dias = {str(a): ["D1:1"], str(b): ["D1:2", "D1:3"], str(c): ["D1:4"], str(d): ["D1:5"]}
+    kept = SimpleNamespace(memory=SimpleNamespace(id=a))
+    result = SimpleNamespace(before_threshold=(a, b, c), ranked=[kept])
+    before, lost = locomo.threshold_losses(result, dias, ("D1:1", "D1:3", "D1:5"))
+    assert before == 2  # D1:5's memory was not among the candidates stage 7 was given
+    assert lost == ["D1:3"]
