@@ -440,7 +440,9 @@ def test_long_replies_keeps_every_turn_once_in_pieces_of_200_to_600_words():
     # Only a session's last piece may fall short (its turns ran out); merging never passes the maximum.
     assert sum(w < LONG_MIN_WORDS for w in words) <= len({t.session for t in conv.turns})
     assert all(w <= LONG_MAX_WORDS for t, w in zip(pieces, words, strict=True))
-    assert all(len({conv_t.session for conv_t in conv.turns if conv_t.dia_id in t.dia_ids}) == 1 for t in pieces)
+    assert all(
+        len({conv_t.session for conv_t in conv.turns if conv_t.dia_id in t.dia_ids}) == 1 for t in pieces
+    )
 
 
 def test_threshold_losses_count_evidence_stage_7_dropped_from_its_top_20():
