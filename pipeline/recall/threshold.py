@@ -50,56 +50,18 @@ low: higher, it removes evidence memories from the top 20.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.time.parser import parse, strip_expressions
-from memlane.pipeline.words import STOPWORDS, token_rank
-
-_WORD = re.compile(r"[a-z0-9]+")
+from memlane.pipeline.words import STOPWORDS, WORD, shares_word, token_rank
 
 
 def informative_words(text: str, common_rank: int) -> frozenset[str]:
     """The words of ``text`` that are neither stopwords nor among the most frequent words."""
     return frozenset(
-        w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and token_rank(w) >= common_rank
+        w for w in WORD.findall(text.lower()) if w not in STOPWORDS and token_rank(w) >= common_rank
     )
-
-
-def _same_word(a: str, b: str) -> bool:
-    """Equal, a plural, or a shared prefix of 4+ letters that leaves at most 2 letters of suffix on
-    the shorter word (a stand-in for stemming: painted/painting, adopt/adoption, but not
-    mercury/merchandise)."""
-    if a == b or a in (b + "s", b + "es") or b in (a + "s", a + "es"):
-        return True
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n >= 4 and n >= min(len(a), len(b)) - 2
-
-
-def shares_word(words: frozenset[str], content: str) -> bool:
-    """Whether ``content`` has a word that ``_same_word`` pairs with one of ``words``. Only words
-    that are equal, a plural of each other or share their first four letters can pair, so each
-    word is compared with those alone (a recall asks this of every candidate)."""
-    if not words:
-        return False
-    found = set(_WORD.findall(content.lower()))
-    by_prefix: dict[str, list[str]] = {}
-    for x in found:
-        if len(x) >= 4:
-            by_prefix.setdefault(x[:4], []).append(x)
-    for w in words:
-        if w in found or w + "s" in found or w + "es" in found:
-            return True
-        if (w.endswith("s") and w[:-1] in found) or (w.endswith("es") and w[:-2] in found):
-            return True
-        if len(w) >= 4 and any(_same_word(w, x) for x in by_prefix.get(w[:4], ())):
-            return True
-    return False
 
 
 _ANY_TIME = datetime(2000, 1, 1)  # only the phrases of the time expressions are used
