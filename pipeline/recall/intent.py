@@ -104,14 +104,23 @@ def llm_time_ranges(
     phrases: tuple[str, ...], question: str, reference_time, recent_days: int
 ) -> tuple[TimeRange, ...]:
     """The LLM's time expressions read by the same parser, placed where they are in the question
-    (so the temporal arm can score the rest of it); phrases the rules cannot read give no range."""
-    out = []
+    (so the temporal arm can score the rest of it); phrases the rules cannot read give no range,
+    and a phrase that is part of a compound in the question gives the compound's one range."""
+    out: list[TimeRange] = []
     lower = question.lower()
+    whole = parse(question, reference_time, recent_days=recent_days) if question else []
     for phrase in phrases:
         at = lower.find(phrase.lower())
         for r in parse(phrase, reference_time, recent_days=recent_days):
             span = (r.span[0] + at, r.span[1] + at) if at >= 0 else (0, 0)
-            out.append(replace(r, span=span))
+            # A part of a compound the question says whole ("last year" of "in March last year"):
+            # the whole one, as the parser reads the question, not the union of the parts.
+            outer = next(
+                (w for w in whole if at >= 0 and w.span[0] <= span[0] and span[1] <= w.span[1]), None
+            )
+            r = outer if outer is not None else replace(r, span=span)
+            if r not in out:
+                out.append(r)
     return tuple(out)
 
 

@@ -21,12 +21,22 @@ and was dropped.
 
 A candidate in the time range the question names (the temporal arm, ``pipeline/time/arm.py``)
 that matches a keyword of the question or shares an informative word with it is kept with a cosine
-of at least ``recall.min_similarity``; when the question has no informative word besides its time
-expressions ("what happened last week?"), every candidate in the range is kept.
+of at least ``recall.min_similarity``. A question that is only a time is one whose informative
+words, once its time expressions are removed, are only words for "whatever happened" ("what
+happened last week?", "what went wrong in April?", "what did I do the first week of April?",
+"anything new?"): every candidate in its range is kept, whatever its cosine, so it is never
+answered with nothing while the range has memories.
 
 Besides that: the base rule (no shared word at all and a cosine under ``recall.min_similarity``:
 dropped) and a relative floor (a fused score under ``recall.relative_floor`` times the best one:
-dropped). When nothing is left, recall says so instead of padding the answer.
+dropped; not for the range of a question that is only a time). When nothing is left, recall says
+so instead of padding the answer.
+
+Then the order: the kept candidates in the question's range that share an informative word with
+the rest of it (all those in range, for a question that is only a time) come first, each group in
+the fused (or reranked) order. The question names the time, so "what did we ship in March last
+year?" lists March's shipments before those of other months however close their wording; stage 8
+keeps that order unless its factors disagree strongly (``base_scores``).
 
 Calibrated offline (MiniLM) on the LoCoMo development set (997 questions) and 54 unrelated
 questions (server/bench/unrelated.txt) asked against each of its 5 conversations, limit 20: with
@@ -45,56 +55,18 @@ low: higher, it removes evidence memories from the top 20.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.time.parser import parse, strip_expressions
-from memlane.pipeline.words import STOPWORDS, token_rank
-
-_WORD = re.compile(r"[a-z0-9]+")
+from memlane.pipeline.words import STOPWORDS, WORD, shares_word, token_rank
 
 
 def informative_words(text: str, common_rank: int) -> frozenset[str]:
     """The words of ``text`` that are neither stopwords nor among the most frequent words."""
     return frozenset(
-        w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and token_rank(w) >= common_rank
+        w for w in WORD.findall(text.lower()) if w not in STOPWORDS and token_rank(w) >= common_rank
     )
-
-
-def _same_word(a: str, b: str) -> bool:
-    """Equal, a plural, or a shared prefix of 4+ letters that leaves at most 2 letters of suffix on
-    the shorter word (a stand-in for stemming: painted/painting, adopt/adoption, but not
-    mercury/merchandise)."""
-    if a == b or a in (b + "s", b + "es") or b in (a + "s", a + "es"):
-        return True
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n >= 4 and n >= min(len(a), len(b)) - 2
-
-
-def shares_word(words: frozenset[str], content: str) -> bool:
-    """Whether ``content`` has a word that ``_same_word`` pairs with one of ``words``. Only words
-    that are equal, a plural of each other or share their first four letters can pair, so each
-    word is compared with those alone (a recall asks this of every candidate)."""
-    if not words:
-        return False
-    found = set(_WORD.findall(content.lower()))
-    by_prefix: dict[str, list[str]] = {}
-    for x in found:
-        if len(x) >= 4:
-            by_prefix.setdefault(x[:4], []).append(x)
-    for w in words:
-        if w in found or w + "s" in found or w + "es" in found:
-            return True
-        if (w.endswith("s") and w[:-1] in found) or (w.endswith("es") and w[:-2] in found):
-            return True
-        if len(w) >= 4 and any(_same_word(w, x) for x in by_prefix.get(w[:4], ())):
-            return True
-    return False
 
 
 # A long memory's cosine with a short question is diluted by everything else it says (the embedding
@@ -111,24 +83,57 @@ def length_factor(content: str) -> float:
 
 
 _ANY_TIME = datetime(2000, 1, 1)  # only the phrases of the time expressions are used
-# Words that ask for whatever happened, not for something in particular ("what happened in June?").
-_ANY_EVENT = frozenset("happen happened happening went occur occurred anything everything".split())
+# Words that ask for whatever happened, not for something in particular ("what happened in June?",
+# "what went wrong last week?", "what did I work on in April?"): a question whose informative words
+# are only these asks for the time. Every form is listed; only the informative ones matter.
+_ANY_EVENT = frozenset(
+    """happen happens happened happening occur occurs occurred occurring go goes going gone went
+    wrong new news do does did done doing up on anything everything something stuff thing things
+    event events activity activities busy notable interesting important worth remember remembered
+    work works worked working change changes changed take took place""".split()
+)
+
+
+def _in_range(c: Candidate) -> bool:
+    return c.arm_scores.get("temporal", 0.0) > 0
+
+
+def time_only(query: str, cfg) -> bool:
+    """Whether ``query`` asks for a time and nothing else: without its time expressions, its
+    informative words are only words for "whatever happened" (``_ANY_EVENT``)."""
+    ranges = parse(query, _ANY_TIME)
+    if not ranges:
+        return False
+    rest = informative_words(strip_expressions(query, ranges), cfg.informative_token_rank)
+    return not rest - _ANY_EVENT
+
+
+def in_range_first(kept: list[Candidate], query: str, cfg, *, only_time: bool) -> list[Candidate]:
+    """``kept`` with the candidates in the question's time range that are on its topic (every one
+    in range, when the question is only a time) moved before the others, each group in its order.
+    The question names the time: a memory of another time matches only half of it."""
+    if not any(_in_range(c) for c in kept):
+        return kept
+    rest = strip_expressions(query, parse(query, _ANY_TIME))
+    topic = informative_words(rest, cfg.informative_token_rank) - _ANY_EVENT
+    first = [c for c in kept if _in_range(c) and (only_time or shares_word(topic, c.memory.content))]
+    if not first:
+        return kept
+    chosen = {id(c) for c in first}
+    return first + [c for c in kept if id(c) not in chosen]
 
 
 def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candidate]:
-    """The candidates that are evidence, in their order (see the module docstring). ``cfg`` is the
-    recall config section."""
+    """The candidates that are evidence (see the module docstring), the question's time range
+    first. ``cfg`` is the recall config section."""
     words = informative_words(query, cfg.informative_token_rank)
     # A question that is only a time ("what happened last week?"): the range is all it asks for.
-    time_only = any("temporal" in c.arm_scores for c in candidates) and not (
-        informative_words(strip_expressions(query, parse(query, _ANY_TIME)), cfg.informative_token_rank)
-        - _ANY_EVENT
-    )
+    only_time = any(_in_range(c) for c in candidates) and time_only(query, cfg)
     kept = []
     for c in candidates:
         keyword = c.arm_scores.get("keyword", 0.0) > 0
         sim = c.arm_scores.get("vector")
-        if time_only and c.arm_scores.get("temporal", 0.0) > 0:
+        if only_time and _in_range(c):
             kept.append(c)
             continue
         if sim is None:  # the vector arm did not run: a shared word is all the evidence there is
@@ -150,6 +155,6 @@ def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candi
                 kept.append(c)
     if kept and cfg.relative_floor > 0:
         best = max(c.score for c in kept)
-        if best > 0:
-            kept = [c for c in kept if c.score >= cfg.relative_floor * best]
-    return kept
+        if best > 0:  # (a question that is only a time keeps all its range)
+            kept = [c for c in kept if c.score >= cfg.relative_floor * best or (only_time and _in_range(c))]
+    return in_range_first(kept, query, cfg, only_time=only_time)

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.recall.threshold import _same_word
-from memlane.pipeline.words import STOPWORDS, token_rank
+from memlane.pipeline.words import STOPWORDS, same_word, token_rank
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import TopicsConfig
@@ -145,7 +144,7 @@ def _keyword_hit(keywords: tuple[str, ...], words: set[str], lower: str) -> bool
         if " " in kw or "-" in kw:
             if re.search(rf"\b{re.escape(kw)}\b", lower):
                 return True
-        elif any(_same_word(kw, w) for w in words):
+        elif any(same_word(kw, w) for w in words):
             return True
     return False
 

@@ -12,6 +12,12 @@ meteorological and northern (spring = March-May, winter = December-February):
   "N weeks/months/years ago" (that calendar week, month, year), "in the last N days",
   "in June" (the most recent June not after the reference, unless a year is given), "June 2023",
   "in 2023", "last summer", "in the spring of 2022";
+- compounds, one range for the whole phrase: a month or season with a year said relative to the
+  reference ("in March last year", "March of this year", "summer two years ago", "last year in
+  March", "7 March last year"), "last/this/next March", "the spring (week, weekend, month, year)
+  before last", and "the first (second, third, fourth, last) week or weekend of April [2023 / last
+  year]" or "of last month" (a month's days 1-7, 8-14... or its last 7; its first Saturday and
+  Sunday...). They are read inside spans and bounds too ("since March last year");
 - "recently" / "lately": the ``recent_days`` before the reference (``[temporal] recent_days``);
 - spans and bounds: "between March and May", "from May to July 2023", "before/after/since/until
   <date>", "N weeks before <date>", "the week before <date>";
@@ -23,7 +29,10 @@ It is deliberately narrow: words that only look like times are not read as one. 
 and "August" count only with a day, a year, or (capitalised) after a word like "in", "last",
 "since"; a month or weekday followed by a capitalised word is a title or a name ("August Rush");
 "Sunday school", "the fall of Rome", "spring cleaning", "a second opinion", "Will's car", "mark
-my words" and "I may" are not times; a bare number is a year only after a word like "in".
+my words" and "I may" are not times; a bare number is a year only after a word like "in". A
+compound needs all its parts: "the first week was hard" names no month, "we may next year" and
+"march last year's route" have the verb (an ambiguous month with a relative year must be
+capitalised), and "the week before last Tuesday" is not the week before last.
 
 One module past the house's ~400 lines on purpose: it is one grammar, its rules read in order.
 """
@@ -189,7 +198,50 @@ def _month_number(word: str) -> int:
 # Each atom pattern has named groups; ``_atom`` turns a match into a range. Years missing from a
 # month or a day mean the most recent one not after the reference.
 
-_ATOMS = [
+# A year said relative to the reference ("last year", "two years ago", "the year before last"), or
+# (``_YEAR_EXPR``) also written out; not "last year's": a possessive names a thing of that year.
+_REL_YEAR = (
+    rf"(?:(?:this|last|next|past|previous|coming)\s+year|{_NUM}\s+years?\s+ago|the\s+year\s+before\s+last)"
+    r"(?![\w'’-])"
+)
+_YEAR_EXPR = rf"(?:{_REL_YEAR}|{_YEAR}(?![\w'’-]))"
+# "the fall of Rome", "spring rolls": a season word naming a thing, not a time.
+_NOT_SEASON_THING = rf"(?!\s+of\s+(?!{_YEAR}))(?!\s+(?:cleaning|collection|roll|rolls|onion|onions)\b)"
+_NOT_A_NAME = r"(?!\s+(?!I\b)(?-i:[A-Z]))"  # "August Rush", "May Day": a month before a name is a title
+# What cannot follow "the week before last": a time it is counted from ("the week before last
+# Tuesday" is not the week two weeks ago), or a name ("the day before last Christmas").
+_NOT_FROM = (
+    rf"(?!\s+(?:(?:{_WD}|{_M_FULL}|{_SEASON}|week|weekend|month|year|night|time)\b|(?!I\b)(?-i:[A-Z])))"
+)
+
+# Compounds first: a regex alternation takes its first alternative that matches, so "March last
+# year" must be tried before "March" alone, or it would read as two ranges.
+_COMPOUND_ATOMS = [
+    (
+        "week_of_month",
+        r"(?:the\s+)?(?P<wn>first|second|third|fourth|1st|2nd|3rd|4th|last|final)\s+(?P<wu>week|weekend)\s+(?:of|in)\s+"
+        rf"(?:(?P<wm>{_M_FULL})(?:,?\s+(?:of\s+)?(?P<wy>{_YEAR_EXPR}))?|(?P<wrel>this|last|next|previous)\s+month\b)",
+    ),
+    (
+        "before_last",
+        rf"the\s+(?P<bl>{_SEASON}|{_M_FULL}|week|weekend|month|year)\s+before\s+last(?![\w'’-]){_NOT_FROM}",
+    ),
+    (
+        "day_year_rel",
+        rf"(?:the\s+)?(?P<cd>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<cm>{_M_ANY})\.?,?\s+(?P<cy>{_REL_YEAR})"
+        rf"|(?P<cm2>{_M_ANY})\.?\s+(?:the\s+)?(?P<cd2>\d{{1,2}}){_ORD},?\s+(?P<cy2>{_REL_YEAR})",
+    ),
+    ("month_year_rel", rf"(?P<xm>{_M_FULL})\s+(?:of\s+)?(?P<xy>{_REL_YEAR})"),
+    ("season_year_rel", rf"(?:the\s+)?(?P<xs>{_SEASON})\s+(?:of\s+)?(?P<xsy>{_REL_YEAR})"),
+    ("month_rel", rf"(?P<rw>last|this|next|past|previous)\s+(?P<rm>{_M_FULL})\b{_NOT_A_NAME}"),
+    (  # "last year in March", "two years ago in the summer"
+        "year_then_month",
+        rf"(?P<ty>{_REL_YEAR})\s+(?:in|during|over)\s+(?:the\s+)?(?P<tm>{_M_FULL}|{_SEASON})\b{_NOT_A_NAME}"
+        rf"{_NOT_SEASON_THING}",
+    ),
+    ("season_rel", rf"(?P<sw>last|this|next|past|previous)\s+(?P<sr>{_SEASON})\b{_NOT_SEASON_THING}"),
+]
+_ATOMS = _COMPOUND_ATOMS + [
     ("iso", rf"(?P<iy>{_YEAR})-(?P<im>\d{{2}})-(?P<id>\d{{2}})(?:[T ][\d:.]+(?:Z|[+-]\d{{2}}:?\d{{2}})?)?"),
     ("slash", r"(?P<sa>\d{1,2})/(?P<sb>\d{1,2})/(?P<sy>\d{4}|\d{2})"),
     (
@@ -200,8 +252,11 @@ _ATOMS = [
     ("my", rf"(?P<ym>{_M_ANY})\.?,?\s+(?:of\s+)?(?P<yy>{_YEAR})"),
     ("season_year", rf"(?:the\s+)?(?P<sn>{_SEASON})\s+(?:of\s+)?(?P<sny>{_YEAR})"),
     ("year", rf"(?P<y>{_YEAR})(?!s|\d)"),
-    ("month", rf"(?P<m>{_M_FULL})(?!\s+(?!I\b)(?-i:[A-Z]))"),  # "August Rush", "May Day": a name
+    ("month", rf"(?P<m>{_M_FULL}){_NOT_A_NAME}"),
 ]
+_ATOM_P = dict(_ATOMS)
+_COMPOUND = "|".join(f"(?:{p})" for _, p in _COMPOUND_ATOMS)
+_COMPOUND = re.sub(r"\(\?P<\w+>", "(?:", _COMPOUND)
 _ATOM_NAMED = "|".join(f"(?:{p})" for _, p in _ATOMS)
 _ATOM = re.sub(r"\(\?P<\w+>", "(?:", _ATOM_NAMED)  # embeddable: no group names
 
@@ -217,9 +272,118 @@ def _recent_date(month: int, day: int, ref: datetime) -> datetime:
     return when
 
 
+def _year_of(text: str, ref: datetime) -> int | None:
+    """The year a ``_YEAR_EXPR`` names, relative to the reference's."""
+    t = " ".join(text.lower().split())
+    if t.isdigit():
+        return int(t)
+    if t == "the year before last":
+        return ref.year - 2
+    if t.endswith("ago"):
+        n = _number(t.rsplit(" ", 2)[0])
+        return ref.year - n if n <= 500 else None
+    return ref.year + {"this": 0, "coming": 1, "next": 1}.get(t.split()[0], -1)
+
+
+def _month_rel(which: str, month: int, ref: datetime) -> int:
+    """The year of "this/last/next <month>": this year's; the latest one already over (in March,
+    "last March" is a year ago); the first one not begun yet."""
+    if which == "this":
+        return ref.year
+    if which == "next":
+        return ref.year if month > ref.month else ref.year + 1
+    return ref.year if month < ref.month else ref.year - 1
+
+
+_NTH = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3}
+
+
+def _week_of_month(nth: str, unit: str, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """ "the first week of April" is its days 1-7, the second 8-14 and so on, "the last week" its
+    final 7 days: counted from the month's edges, not by calendar weeks, so the week is wholly in
+    the month the question names. A weekend is the month's first (or last) Saturday and Sunday."""
+    if unit == "weekend":
+        if nth in ("last", "final"):
+            last_day = end - timedelta(days=1)
+            sat = last_day - timedelta(days=(last_day.weekday() - 5) % 7)
+            return sat, sat + timedelta(days=2)
+        sat = start + timedelta(days=(5 - start.weekday()) % 7)
+        sat += timedelta(weeks=_NTH[nth])
+        return sat, sat + timedelta(days=2)
+    if nth in ("last", "final"):
+        return end - timedelta(days=7), end
+    first = start + timedelta(weeks=_NTH[nth])
+    return first, first + timedelta(days=7)
+
+
+def _compound(g: dict, ref: datetime) -> tuple[datetime, datetime, str] | None:
+    """The compound atoms: one range for the whole phrase."""
+    tz = ref.tzinfo
+    if g.get("wn"):
+        if g.get("wrel"):
+            shift = {"this": 0, "last": -1, "previous": -1, "next": 1}[g["wrel"].lower()]
+            start, end = _month(ref.year, ref.month + shift, tz)
+        else:
+            month = _month_number(g["wm"])
+            year = _year_of(g["wy"], ref) if g.get("wy") else None
+            if year is None and g.get("wy"):
+                return None
+            if year is None:
+                year = ref.year if month <= ref.month else ref.year - 1
+            start, end = _month(year, month, tz)
+        wu = g["wu"].lower()
+        return (*_week_of_month(g["wn"].lower(), wu, start, end), wu)
+    if g.get("bl"):
+        unit = g["bl"].lower()
+        if unit in SEASONS:
+            last = _season_rel_range("last", unit, ref)
+            return _season(last[0].year + (1 if unit == "winter" else 0) - 1, unit, tz) + ("season",)
+        if unit in MONTHS:
+            month = _month_number(unit)
+            return (*_month(_month_rel("last", month, ref) - 1, month, tz), "month")
+        if unit == "week":
+            start = _monday(ref) - timedelta(weeks=2)
+            return start, start + timedelta(weeks=1), "week"
+        if unit == "weekend":  # the one before "last weekend" (the Saturday before this Monday)
+            start = _monday(ref) - timedelta(days=9)
+            return start, start + timedelta(days=2), "weekend"
+        if unit == "month":
+            return (*_month(ref.year, ref.month - 2, tz), "month")
+        return (*_year(ref.year - 2, tz), "year")
+    if g.get("cd") or g.get("cd2"):
+        year = _year_of(g.get("cy") or g["cy2"], ref)
+        if year is None:
+            return None
+        start = datetime(
+            year, _month_number(g.get("cm") or g["cm2"]), int(g.get("cd") or g["cd2"]), tzinfo=tz
+        )
+        return start, start + timedelta(days=1), "day"
+    if g.get("tm"):
+        year, name = _year_of(g["ty"], ref), g["tm"].lower()
+        if year is None:
+            return None
+        if name in SEASONS:
+            return (*_season(year, name, tz), "season")
+        return (*_month(year, _month_number(name), tz), "month")
+    if g.get("xm"):
+        year = _year_of(g["xy"], ref)
+        return None if year is None else (*_month(year, _month_number(g["xm"]), tz), "month")
+    if g.get("xs"):
+        year = _year_of(g["xsy"], ref)
+        return None if year is None else (*_season(year, g["xs"].lower(), tz), "season")
+    if g.get("sr"):
+        return (*_season_rel_range(g["sw"].lower(), g["sr"].lower(), ref), "season")
+    if g.get("rm"):
+        month = _month_number(g["rm"])
+        return (*_month(_month_rel(g["rw"].lower(), month, ref), month, tz), "month")
+    return None
+
+
 def _atom(m: re.Match, ref: datetime) -> tuple[datetime, datetime, str] | None:
     g, tz = m.groupdict(), ref.tzinfo
     try:
+        if any(g.get(k) for k in ("wn", "bl", "cd", "cd2", "xm", "xs", "rm", "sr", "tm")):
+            return _compound(g, ref)
         if g.get("iy"):
             start = datetime(int(g["iy"]), int(g["im"]), int(g["id"]), tzinfo=tz)
             return start, start + timedelta(days=1), "day"
@@ -249,9 +413,14 @@ def _atom(m: re.Match, ref: datetime) -> tuple[datetime, datetime, str] | None:
 
 
 def _atom_ok(m: re.Match) -> bool:
-    """A bare ambiguous month ("may", "march") counts only capitalised: "in May", not "in may"."""
-    word = m.groupdict().get("m")
-    return not (word and word.lower() in _AMBIGUOUS and not word[:1].isupper())
+    """A bare ambiguous month ("may", "march") counts only capitalised: "in May", not "in may";
+    so does one with a relative year or "last" ("we may next year", "the last march"). With a
+    written year or after "week of", it can only be the month."""
+    g = m.groupdict()
+    for word in (g.get("m"), g.get("rm"), g.get("bl"), g.get("xm"), g.get("tm")):
+        if word and word.lower() in _AMBIGUOUS and not word[:1].isupper():
+            return False
+    return True
 
 
 # --- the rules ---------------------------------------------------------------------------------
@@ -470,8 +639,14 @@ def _recently(m: re.Match, ref: datetime, settings: dict) -> dict | None:
 
 
 def _season_rel(m: re.Match, ref: datetime, _s: dict) -> dict | None:
-    which, name, tz = (m.group("which") or "").lower(), m.group("sn").lower(), ref.tzinfo
-    today = _day(ref)
+    start, end = _season_rel_range((m.group("which") or "").lower(), m.group("sn").lower(), ref)
+    return {"kind": "season", "start": start, "end": end}
+
+
+def _season_rel_range(which: str, name: str, ref: datetime) -> tuple[datetime, datetime]:
+    """ "last/this/next summer", "in the summer" (``which`` empty): the latest one begun, except
+    that "last" is one that is over."""
+    tz, today = ref.tzinfo, _day(ref)
     year = ref.year + (1 if name == "winter" and ref.month == 12 else 0)
     start, end = _season(year, name, tz)
     if start > today:  # not begun yet this year: the last one
@@ -480,7 +655,7 @@ def _season_rel(m: re.Match, ref: datetime, _s: dict) -> dict | None:
         start, end = _season(year - 1, name, tz)
     if which == "next":
         start, end = _season(year if start > today else year + 1, name, tz)
-    return {"kind": "season", "start": start, "end": end}
+    return start, end
 
 
 class _Swap:
@@ -535,22 +710,26 @@ _RULES: list[_Rule] = [
     ),
     # "before June 2023", "since 2021", "after May 7"
     _rule(rf"\b{_BOUND}\s+(?P<a>(?:{_ATOM}))(?![\w-])", _bound),
+    # Compounds, one range for the whole phrase: "in March last year", "the first week of April",
+    # "the weekend before last", "last March". After the spans and bounds above (they contain
+    # compounds: "since March last year"), before the rules below that would read a part of one.
+    _rule(rf"\b(?:{_LEAD}\s+)?(?P<a>{_COMPOUND})(?![\w-])", _lead_atom),
     # "in the summer of 2022", "summer 2023"
     _rule(rf"\b(?:{_LEAD}\s+)?(?P<a>(?:the\s+)?(?:{_SEASON})\s+(?:of\s+)?{_YEAR})\b", _lead_atom),
     # "last summer", "this spring", "in the fall" (not "the fall of Rome", "spring cleaning")
     _rule(
         rf"\b(?:(?P<which>last|this|next|past|previous)\s+|(?:in|during|over|through)\s+(?:the\s+)?)"
-        rf"(?P<sn>{_SEASON})\b(?!\s+of\s+(?!{_YEAR}))(?!\s+(?:cleaning|collection|roll|rolls|onion|onions))",
+        rf"(?P<sn>{_SEASON})\b{_NOT_SEASON_THING}",
         _season_rel,
     ),
     # full dates, with or without a lead: "on October 13, 2023", "7 May 2023", "May 7", ISO
     _rule(
-        rf"\b(?:(?:on|in|of|for|around)\s+)?(?:{_ATOMS[0][1]}|{_ATOMS[1][1]}|{_ATOMS[2][1]}|{_ATOMS[3][1]}"
-        rf"|{_ATOMS[4][1]})(?![\w-])",
+        rf"\b(?:(?:on|in|of|for|around)\s+)?(?:{_ATOM_P['iso']}|{_ATOM_P['slash']}|{_ATOM_P['dmy']}"
+        rf"|{_ATOM_P['mdy']}|{_ATOM_P['my']})(?![\w-])",
         _plain_date,
     ),
     # "in June", "in 2023", "during March" (a bare month or year needs the lead)
-    _rule(rf"\b{_LEAD}\s+(?P<a>(?:{_ATOMS[6][1]}|{_ATOMS[7][1]}))(?![\w-])", _lead_atom),
+    _rule(rf"\b{_LEAD}\s+(?P<a>(?:{_ATOM_P['year']}|{_ATOM_P['month']}))(?![\w-])", _lead_atom),
     _rule(
         rf"\b(?P<which>last|this|next)\s+(?P<wd>{_WD})\b|\bon\s+(?P<wd2>{_WD})\b(?!\s+school)", _weekday_rule
     ),

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 from support.llm_fakes import ScriptedLLM, failing
 
-from memlane.pipeline.config import EngineConfig, RecallConfig
+from memlane.pipeline.config import EngineConfig, LLMConfig, LLMStageConfig, LLMStagesConfig, RecallConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.recall.intent import analyse_offline
 
@@ -232,3 +232,77 @@ async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_
     assert [status[s] for s in ("intent", "synthesis", "hyde", "rerank")] == ["ran"] * 4
     assert sorted(c["stage"] for c in llm.calls) == ["hyde", "intent", "rerank", "synthesis"]
     assert res.memories[0][0].content == "The user prefers dark mode in every editor"
+
+
+JUNK = {  # reply, and what the trace says for synthesis and for HyDE
+    "not json": ("}{ not json", "a JSON or markup fragment", "a JSON or markup fragment"),
+    "punctuation": ("?!?! ... --- !!", "no words", "no words"),
+    "refusal": ("I can't help with that.", "refusal", "refusal"),
+    "apology": ("I'm sorry, but I cannot assist with that request.", "refusal", "refusal"),
+    "ai model": ("As an AI language model, I don't have access to your memories.", "refusal", "refusal"),
+    "empty": ("  \n ", "no usable query", "empty reply"),
+    "the question": (QUESTION, "no usable query", "the reply repeats the question"),
+    "off topic": (
+        "Bananas are rich in potassium and grow best in tropical climates.",
+        "no query variant on the question's topic",
+        "the reply shares no word with the question",
+    ),
+}
+
+
+def only_stage(engine_config: EngineConfig, stage: str) -> EngineConfig:
+    """The config with ``stage`` the one LLM stage: what a junk reply costs is then that stage alone."""
+    off = LLMStageConfig(enabled=False)
+    stages_cfg = LLMStagesConfig(
+        **{s: LLMStageConfig() if s == stage else off for s in ("intent", "synthesis", "hyde", "rerank")}
+    )
+    return engine_config.model_copy(update={"llm": LLMConfig(stages=stages_cfg)})
+
+
+@pytest.mark.parametrize("stage", ["synthesis", "hyde"])
+@pytest.mark.parametrize("kind", list(JUNK))
+async def test_a_junk_or_refusing_reply_degrades_its_stage_and_recall_answers_offline(
+    engine_config, embedder, open_engine, stage, kind
+):
+    reply, synthesis_reason, hyde_reason = JUNK[kind]
+    reason = synthesis_reason if stage == "synthesis" else hyde_reason
+    llm = ScriptedLLM().enqueue(stage, reply)
+    eng = await open_engine(only_stage(engine_config, stage), llm)
+    await eng.remember_many([{"content": f} for f in FACTS + FILLER])
+    res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+    offline = await open_engine(engine_config)  # the same database, no LLM
+    plain = await offline.recall(offline.recall_request(QUESTION, mode="full"), touch=False)
+    st = stages(res)
+    assert len(llm.calls_for(stage)) == 1
+    assert st[stage].status.startswith("degraded: ") and reason in st[stage].status, st[stage].status
+    assert "variants" not in st[stage].detail and "hypothetical" not in st[stage].detail
+    assert set(st["retrieval"].detail["arms"]) & {"vector:1", "keyword:1", "vector:hyde"} == set()
+    assert [m.id for m, _ in res.memories] == [m.id for m, _ in plain.memories]
+    assert res.memories[0][0].content.startswith("Caroline moved to Lisbon")
+
+
+@pytest.mark.parametrize(
+    ("stage", "reply", "used"),
+    [
+        # A variant of synonyms only is kept beside one on the topic.
+        ("synthesis", "Caroline relocation city\nnew home abroad and the reason", "variants"),
+        ("synthesis", '["Caroline relocation", "moving abroad for work"]', "variants"),
+        (
+            "hyde",
+            "Caroline moved to Lisbon in May 2023. She took a job at a design studio there.",
+            "hypothetical",
+        ),
+        ("hyde", "I can't eat lunch with Caroline any more: she moved abroad for a job.", "hypothetical"),
+    ],
+)
+async def test_a_good_reply_is_still_searched_with(engine_config, embedder, open_engine, stage, reply, used):
+    llm = ScriptedLLM().enqueue(stage, reply)
+    eng = await open_engine(only_stage(engine_config, stage), llm)
+    await eng.remember_many([{"content": f} for f in FACTS + FILLER])
+    res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+    st = stages(res)
+    assert st[stage].status == "ran", st[stage].status
+    assert st[stage].detail[used]
+    arm = "vector:hyde" if stage == "hyde" else "vector:1"
+    assert arm in st["retrieval"].detail["arms"]
+    assert res.memories[0][0].content.startswith("Caroline moved to Lisbon")

@@ -8,7 +8,7 @@ import pytest
 from support.records import make_memory
 
 from memlane.pipeline.config import RecallConfig
-from memlane.pipeline.recall.threshold import apply_floor, informative_words, shares_word
+from memlane.pipeline.recall.threshold import apply_floor, informative_words, shares_word, time_only
 from memlane.pipeline.records import Candidate
 
 CFG = RecallConfig()
@@ -98,6 +98,47 @@ def test_every_threshold_is_configuration():
     c = cand("Melanie: I went camping last week", cos=0.2)
     assert apply_floor([c], CFG, query="What is the tallest mountain in South America?") == []
     assert apply_floor([c], loose, query="What is the tallest mountain in South America?") == [c]
+
+
+@pytest.mark.parametrize(
+    ("question", "only"),
+    [
+        ("What happened in April?", True),
+        ("What went wrong last week?", True),
+        ("What did I do the first week of April?", True),
+        ("What was going on the weekend before last?", True),
+        ("Anything new last week?", True),
+        ("What did I work on in March last year?", True),
+        ("What did we ship in March last year?", False),  # a topic: shipping
+        ("Which bugs went wrong last week?", False),
+        ("What happened?", False),  # no time at all
+    ],
+)
+def test_a_question_is_only_a_time_when_its_other_words_ask_for_anything(question, only):
+    assert time_only(question, CFG) is only
+
+
+def in_range(content: str, cos: float, score: float) -> Candidate:
+    c = cand(content, cos=cos, score=score)
+    c.arm_scores["temporal"] = 1.0
+    return c
+
+
+def test_a_question_that_is_only_a_time_keeps_its_whole_range_first():
+    # A loose match of another time outscores the range, which no cosine or word vouches for.
+    other = cand("We went to the seaside", cos=0.45, score=0.9)
+    april = [in_range("Fixed the flaky checkout test", 0.02, 0.37), in_range("Moved the wiki", 0.01, 0.36)]
+    kept = apply_floor([other, *april], CFG, query="What happened in April?")
+    assert kept == [*april, other]
+
+
+def test_in_range_memories_on_the_topic_come_before_other_times_and_off_topic_ones_do_not():
+    other_time = cand("We shipped single sign-on", cos=0.5, bm25=2.0, score=2.2)
+    march = in_range("We shipped dark mode", 0.4, 1.9)
+    off_topic = in_range("Lunch with Priya", 0.3, 0.4)
+    loose = CFG.model_copy(update={"relative_floor": 0.0, "semantic_min_similarity": 0.25})
+    kept = apply_floor([other_time, march, off_topic], loose, query="What did we ship in March last year?")
+    assert kept == [march, other_time, off_topic]
 
 
 @pytest.mark.anyio

@@ -69,6 +69,73 @@ TRUE_POSITIVES = {
     "the 03/15/2023 release": ("03/15/2023", "day", "2023-03-15", "2023-03-16"),
 }
 
+# Compound expressions: one range for the whole phrase, never a union of its parts.
+COMPOUNDS = {
+    "what did we ship in March last year?": ("in March last year", "month", "2022-03-01", "2022-04-01"),
+    "the plan in March 2023": ("in March 2023", "month", "2023-03-01", "2023-04-01"),
+    "the offsite in March of last year": ("in March of last year", "month", "2022-03-01", "2022-04-01"),
+    "the audit in April of this year": ("in April of this year", "month", "2023-04-01", "2023-05-01"),
+    "what broke March two years ago": ("March two years ago", "month", "2021-03-01", "2021-04-01"),
+    "the move last year in March": ("last year in March", "month", "2022-03-01", "2022-04-01"),
+    "the call on 7 March last year": ("on 7 March last year", "day", "2022-03-07", "2022-03-08"),
+    "notes from October 3 last year": ("October 3 last year", "day", "2022-10-03", "2022-10-04"),
+    "what we planned last March": ("last March", "month", "2023-03-01", "2023-04-01"),
+    "the review next February": ("next February", "month", "2024-02-01", "2024-03-01"),
+    "the trip last summer": ("last summer", "season", "2023-06-01", "2023-09-01"),
+    "photos from the summer of 2022": ("the summer of 2022", "season", "2022-06-01", "2022-09-01"),
+    "the garden in the spring of last year": (
+        "in the spring of last year",
+        "season",
+        "2022-03-01",
+        "2022-06-01",
+    ),
+    "the hike summer two years ago": ("summer two years ago", "season", "2021-06-01", "2021-09-01"),
+    "snow in winter last year": ("in winter last year", "season", "2021-12-01", "2022-03-01"),
+    "where were we the spring before last": ("the spring before last", "season", "2022-03-01", "2022-06-01"),
+    "the summer before last": ("the summer before last", "season", "2022-06-01", "2022-09-01"),
+    "the May before last": ("the May before last", "month", "2022-05-01", "2022-06-01"),
+    "what did I do the first week of April?": ("the first week of April", "week", "2023-04-01", "2023-04-08"),
+    "bugs in the second week of March 2023": (
+        "in the second week of March 2023",
+        "week",
+        "2023-03-08",
+        "2023-03-15",
+    ),
+    "the third week of June last year": (
+        "the third week of June last year",
+        "week",
+        "2022-06-15",
+        "2022-06-22",
+    ),
+    "the 4th week of February": ("the 4th week of February", "week", "2023-02-22", "2023-03-01"),
+    "the last week of October": ("the last week of October", "week", "2023-10-25", "2023-11-01"),
+    "the first week of last month": ("the first week of last month", "week", "2023-10-01", "2023-10-08"),
+    "the first weekend of April": ("the first weekend of April", "weekend", "2023-04-01", "2023-04-03"),
+    "the last weekend of September": ("the last weekend of September", "weekend", "2023-09-30", "2023-10-02"),
+    "what did we do the weekend before last": (
+        "the weekend before last",
+        "weekend",
+        "2023-11-04",
+        "2023-11-06",
+    ),
+    "the week before last": ("the week before last", "week", "2023-10-30", "2023-11-06"),
+    "bills from the month before last": ("the month before last", "month", "2023-09-01", "2023-10-01"),
+    "goals from the year before last": ("the year before last", "year", "2021-01-01", "2022-01-01"),
+    "everything since March last year": ("since March last year", "since", "2022-03-01", None),
+    "releases between March and May last year": (
+        "between March and May last year",
+        "span",
+        "2022-03-01",
+        "2022-06-01",
+    ),
+    "what changed before the first week of April": (
+        "before the first week of April",
+        "before",
+        None,
+        "2023-04-01",
+    ),
+}
+
 # Words that only look like times.
 FALSE_POSITIVES = [
     "May I ask what you think?",
@@ -97,6 +164,11 @@ FALSE_POSITIVES = [
     "Jan is my coworker",
     "the Mar-a-Lago club",
     "we were told to march on",
+    "the first week was hard",  # no month: not a week of one
+    "the first week of school",
+    "the last march of the army",
+    "we met last may",  # lower-case "may" after "last" is not the month either
+    "Did you see last August Rush screening?",
 ]
 
 
@@ -106,6 +178,49 @@ def test_time_expressions_become_ranges_relative_to_the_reference_time(question)
     [r] = temporal.parse(question, REF)
     assert (r.text, r.kind, r.start, r.end) == (phrase, kind, d(start), d(end))
     assert question[r.span[0] : r.span[1]].strip() == phrase
+
+
+@pytest.mark.parametrize("question", list(COMPOUNDS))
+def test_a_compound_expression_is_one_range_for_the_whole_phrase(question):
+    phrase, kind, start, end = COMPOUNDS[question]
+    [r] = temporal.parse(question, REF)
+    assert (r.text, r.kind, r.start, r.end) == (phrase, kind, d(start), d(end))
+    assert question[r.span[0] : r.span[1]].strip() == phrase
+    assert temporal.find_time_expressions(question) == [phrase]
+
+
+def test_the_rest_of_a_question_leaves_out_the_whole_compound():
+    q = "what did we ship in March last year?"
+    assert temporal.strip_expressions(q, temporal.parse(q, REF)) == "what did we ship ?"
+    q = "what did I do the first week of April?"
+    assert temporal.strip_expressions(q, temporal.parse(q, REF)) == "what did I do ?"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The verb, then a time that is one: only the time is read.
+        ("I will march last year's route", [("last year", "year")]),
+        ("we may next year go abroad", [("next year", "year")]),
+        ("spring cleaning last year", [("last year", "year")]),
+        # Counted from a day, not two weeks ago: the day is read, the week not made up.
+        ("the week before last Tuesday", [("last Tuesday", "day")]),
+        ("the day before last Christmas", []),
+    ],
+)
+def test_a_compound_needs_all_its_parts(text, expected):
+    assert [(r.text, r.kind) for r in temporal.parse(text, REF)] == expected
+
+
+def test_the_year_of_a_compound_is_counted_from_the_reference():
+    # "last March" in March is a year ago; in April it is this year's.
+    [r] = temporal.parse("last March", datetime(2024, 3, 20, tzinfo=UTC))
+    assert r.start == d("2023-03-01")
+    [r] = temporal.parse("last March", datetime(2024, 4, 2, tzinfo=UTC))
+    assert r.start == d("2024-03-01")
+    # A leap year's last week of February is its days 23-29.
+    [r] = temporal.parse("the last week of February 2024", REF)
+    assert (r.start, r.end) == (d("2024-02-23"), d("2024-03-01"))
 
 
 @pytest.mark.parametrize("text", FALSE_POSITIVES)
@@ -173,6 +288,15 @@ def test_the_intent_record_carries_the_ranges_and_the_llms_phrases_use_the_same_
     # The LLM names no phrase the parser reads: the offline ranges stand.
     none = from_llm({**data, "time_expressions": ["soon-ish"]}, analyse_offline(question, REF), question, REF)
     assert [x.text for x in none.time_ranges] == ["in June"]
+    # The LLM lists a compound's parts as two phrases: the offline range of the whole stands.
+    question = "What did we ship in March last year?"
+    split = from_llm(
+        {**data, "time_expressions": ["March", "last year"]}, analyse_offline(question, REF), question, REF
+    )
+    assert [(x.text, x.start, x.end) for x in split.time_ranges] == [
+        ("in March last year", d("2022-03-01"), d("2022-04-01"))
+    ]
+    question = "What did we decide in June about the cache?"
     # Without a reference time only the phrases are found (the routing fallback).
     assert analyse_offline(question).time_ranges == ()
     assert analyse_offline(question).time_expressions == ("in June",)
