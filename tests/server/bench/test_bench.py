@@ -173,6 +173,10 @@ def test_ablation_grows_with_the_arms_and_switches():
         "fused-no-graph",
         "fused-no-temporal",
         "fused",
+        "fused-no-neighbour-lift",
+        "fused-neighbour-lift-0.15",
+        "fused-neighbour-lift-0.6",
+        "fused-neighbour-window-1",
         "fused-rrf",
         "fused-rrf-vector",
         "fused-graph-activation",  # the graph algorithm not configured (mpfp is the default)
