@@ -73,6 +73,9 @@ def locomo_markdown(r: dict[str, Any]) -> str:
         _context_line(r),
         "",
     ]
+    if "path" in r:  # (reports before the paths were all batch)
+        shape = f"; shape {r['shape']}" if r.get("shape", "turns") != "turns" else ""
+        lines += [f"Path: **{r['path']}** ({r['config'].get('path', '')}){shape}.", ""]
     header = ["method", "R@1", "R@5", "R@10", "R@20", "R@5 cat1-4", "R@10 cat1-4", "p50 ms", "p95 ms"]
     rows = [_method_row(name, block, lat) for name, block, lat in _methods(r)]
     lines += _table(header, rows)
@@ -110,19 +113,54 @@ def locomo_markdown(r: dict[str, Any]) -> str:
             f"{unrel['mean_memories']} memories returned (limit {unrel['limit']}), "
             f"{unrel['share_with_memories']} of recalls return any, at most {unrel['max_memories']}.",
         ]
+    floor = r.get("threshold")
+    if floor:
+        lines += [
+            f"Stage 7 (relevance threshold): of {floor['evidence_in_top20_before']} evidence turns among "
+            f"the first 20 candidates it was given, {floor['evidence_lost']} dropped "
+            f"({floor['questions_losing_evidence']} questions).",
+        ]
+    access = r.get("access")
+    if access:
+        lines += ["", "### Access counting (tool path)", ""]
+        arows = [
+            [name, *(access[key]["all"][k] for k in K_LABELS)]
+            for name, key in (
+                ("accesses not counted", "not_counted"),
+                ("counted, as the tool does (headline)", "counted"),
+                ("the same questions again", "asked_again"),
+            )
+        ]
+        lines += _table(["run", "R@1", "R@5", "R@10", "R@20"], arows)
+        lines += [
+            "",
+            f"Result lists changed by counting: {access['lists_changed_by_counting']} of "
+            f"{access['questions']}; when asked again: {access['lists_changed_when_asked_again']}.",
+        ]
     rem = r["remember"]
     ev = r["evidence"]
+    if "memories" in rem:
+        how = (
+            "one remember call per turn"
+            if r.get("path") == "tool"
+            else (f"batches of {r['config'].get('remember_batch')}")
+        )
+        stored = (
+            f"Remember: {rem['turns']} turns -> {rem['memories']} memories in {rem['seconds']} s "
+            f"({rem['per_second']} turns/s, {how})."
+        )
+    else:  # the ingest path
+        stored = f"Ingest: {rem['turns']} turns -> {rem['stored']} stored pieces in {rem['seconds']} s."
     lines += [
         "",
-        f"Remember: {rem['turns']} turns -> {rem['memories']} memories in {rem['seconds']} s "
-        f"({rem['per_second']} turns/s, batches of {r['config'].get('remember_batch')}).",
+        stored,
         f"Evidence repairs: {ev['split']} split, {ev['normalised']} normalised, {ev['dropped_malformed']} "
         f"malformed tokens dropped, {ev['unknown_kept']} unknown ids kept in the denominator, "
         f"{ev['questions_skipped']} questions skipped.",
         "",
     ]
     ing = r.get("ingest")
-    if ing:
+    if ing and "explicit_remember_recall" in ing:
         lines += [
             "### Ingest variant (each session through `ingest`)",
             "",
