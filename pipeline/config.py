@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 # The retrieval arms a config may weigh, in the registry's order, with their default fusion weights.
 # The schema names them so a config file is checked without importing the stages;
 # pipeline/recall/arms.py declares what each arm is and runs.
-ARM_WEIGHTS: dict[str, float] = {"vector": 1.0, "keyword": 1.0, "graph": 0.5, "temporal": 0.35}
+ARM_WEIGHTS: dict[str, float] = {"vector": 1.0, "keyword": 1.0, "graph": 0.5, "temporal": 0.7}
 
 
 class Section(BaseModel):

@@ -8,7 +8,7 @@
 | 4 | retrieval | retrieve.py (arms.py, candidates.py) | vector (cosine) and keyword (BM25) arms, the graph arm (MPFP, ``graph/arm.py``), and the temporal arm when the question names a time (``time/arm.py``) |
 | 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
-| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); then a relative floor; else dropped; the range's memories on the topic first |
+| 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); a turn next to a kept one that the graph reached; then a relative floor; else dropped; for a question that is only a time, its range first |
 | 8 | scoring adjustments | adjust.py | priority, pinned and category factors, project factors across projects (decay: off by default) |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
