@@ -392,6 +392,30 @@ def from_file(path: str | Path, view: str = "full", demote: int = 0) -> str:
     return text
 
 
+def locomo_paths_markdown(paths: list[str | Path]) -> str:
+    """One row per stored LoCoMo report: how the turns were stored (path, shape), recall@k, stage 7's
+    evidence losses and what unrelated questions got; for comparing the paths of one code."""
+    rows = []
+    for p in paths:
+        r = load(p)
+        rec, floor, unrel = r["recall"], r.get("threshold") or {}, r.get("unrelated") or {}
+        label = r.get("path", "batch") + ("" if r.get("shape", "turns") == "turns" else f", {r['shape']}")
+        lost = f"{floor.get('evidence_lost')} of {floor.get('evidence_in_top20_before')}" if floor else ""
+        rows.append(
+            [
+                label,
+                *(rec["all"][k] for k in K_LABELS),
+                rec["cat1_4"]["5"],
+                rec["cat1_4"]["10"],
+                lost,
+                unrel.get("mean_memories"),
+            ]
+        )
+    header = ["stored through", "R@1", "R@5", "R@10", "R@20", "R@5 cat1-4", "R@10 cat1-4"]
+    header += ["evidence lost at stage 7", "unrelated: memories per recall"]
+    return "\n".join(_table(header, rows)) + "\n"
+
+
 def locomo_summary_markdown(r: dict[str, Any]) -> str:
     """The README's table: recall@k of the run as configured, over every question, categories 1-4
     (5 is adversarial) and each category, and where it was measured."""

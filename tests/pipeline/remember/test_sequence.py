@@ -106,3 +106,18 @@ async def test_a_duplicate_takes_no_position(engine, database_url):
     then = await _say(engine, ["The router is in the hall"])
     assert again == first
     assert [p for _, p in _positions(database_url, first + then)] == [0, 1]
+
+
+async def test_the_remember_tool_sequences_a_clients_memories_and_takes_a_source(connect, database_url):
+    from support.clients import call_error, call_ok
+
+    async with connect() as client:
+        ids = [
+            (await call_ok(client, "remember", {"content": text}))["id"]
+            for text in ("Ana moved to Porto", "She works at the harbour office")
+        ]
+        named = (await call_ok(client, "remember", {"content": "Kickoff notes", "source": "chat-7"}))["id"]
+        err = await call_error(client, "remember", {"content": "x y z", "source": 42})
+    assert _positions(database_url, [*ids, named]) == [("mcp", 0), ("mcp", 1), ("chat-7", 0)]
+    assert _next_links(database_url) == {(ids[0], ids[1])}
+    assert "source" in err
