@@ -194,6 +194,8 @@ def config_snapshot(ctx: BenchContext, **bench: Any) -> dict[str, Any]:
     """The exact engine config (secrets replaced by whether they are set) plus the bench's own knobs."""
     engine = ctx.engine
     data = masked_dump(engine.config)
+    if ctx.temp_dir is not None:  # a machine's temporary path says nothing and is not for the record
+        data["data_dir"] = "(temporary)"
     return {
         "mode": "offline" if engine.llm is None else "llm",
         "embedding_model": engine.embedder.model_id,
