@@ -194,14 +194,17 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
                     created += res.status == "created"
                 bar.update(len(batch))
             out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
-    stats = {
+    return out, _remember_stats(total, created, seconds)
+
+
+def _remember_stats(total: int, created: int, seconds: float) -> dict[str, Any]:
+    return {
         "turns": total,
         "memories": created,
         "deduplicated": total - created,
         "seconds": round(seconds, 3),
         "per_second": round(total / seconds, 2) if seconds else None,
     }
-    return out, stats
 
 
 async def remember_turns(
@@ -230,14 +233,7 @@ async def remember_turns(
                 created += res.status == "created"
                 bar.update(1)
             out.append(Ingested(conv=conv, project=project, dias_by_id=dict(dias)))
-    stats = {
-        "turns": total,
-        "memories": created,
-        "deduplicated": total - created,
-        "seconds": round(seconds, 3),
-        "per_second": round(total / seconds, 2) if seconds else None,
-    }
-    return out, stats
+    return out, _remember_stats(total, created, seconds)
 
 
 async def ingest_sessions(

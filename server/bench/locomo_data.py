@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -217,11 +217,4 @@ def long_replies(conv: Conversation) -> Conversation:
                         also=tuple(t.dia_id for t in block[1:]),
                     )
                 )
-    return Conversation(
-        name=conv.name,
-        turns=out,
-        questions=conv.questions,
-        last_session=conv.last_session,
-        reference_time=conv.reference_time,
-        evidence_notes=conv.evidence_notes,
-    )
+    return replace(conv, turns=out)
