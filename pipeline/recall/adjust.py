@@ -68,6 +68,12 @@ def active_factors(decay: DecayConfig, adj: AdjustConfig, *, spans_projects: boo
     return tuple(f for f in FACTORS if on[f])
 
 
+def reads_access(adj: AdjustConfig, active: tuple[str, ...]) -> bool:
+    """Whether stage 8 needs the candidates' access statistics: only the priority factor with
+    ``access_boost`` reads them."""
+    return adj.access_boost and "priority" in active
+
+
 def decay_factor(m: Memory, cfg: DecayConfig, reference_time: datetime) -> float:
     """The share of the score an old memory keeps; 1.0 for pinned and future-dated memories."""
     if m.pinned:
@@ -210,7 +216,7 @@ async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
     pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
     # The two reads (access statistics, category match) are independent: one round trip's wait.
     access, matched = await asyncio.gather(
-        _access_stats(ctx, candidates) if "priority" in active and cfg.adjust.access_boost else _none(),
+        _access_stats(ctx, candidates) if reads_access(cfg.adjust, active) else _none(),
         match_categories(ctx, candidates, pairs) if "category" in active and pairs else _none(),
     )
     inputs.access = access or {}

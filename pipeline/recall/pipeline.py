@@ -256,8 +256,9 @@ async def _stages(ctx: RecallContext) -> RecallResult:
     if (
         unread
         and ctx.adjustments
-        and cfg.adjust.access_boost
-        and "priority" in adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
+        and adjust.reads_access(
+            cfg.adjust, adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
+        )
     ):
         ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
     try:

@@ -111,17 +111,13 @@ def time_only(query: str, cfg) -> bool:
     return not rest - _ANY_EVENT
 
 
-def in_range_first(kept: list[Candidate], query: str, cfg, *, only_time: bool) -> list[Candidate]:
-    """For a question that is only a time, ``kept`` with the candidates in its range moved before
-    the others, each group in its order: the range is all it asks for. A question on a topic and a
+def in_range_first(kept: list[Candidate]) -> list[Candidate]:
+    """For a question that is only a time: ``kept`` with the candidates in its range moved before
+    the others, each group in its order; the range is all it asks for. A question on a topic and a
     time keeps the fused order, where the range is a boost (``recall.arm_weights.temporal``):
     moving the range first there too cost 0.02 at R@10 on the LoCoMo development set, whose
     questions' names match most memories of a range."""
-    if not only_time or not any(_in_range(c) for c in kept):
-        return kept
-    first = [c for c in kept if _in_range(c)]
-    chosen = {id(c) for c in first}
-    return first + [c for c in kept if id(c) not in chosen]
+    return [c for c in kept if _in_range(c)] + [c for c in kept if not _in_range(c)]
 
 
 # A conversation answers over two turns: the question's words in one, the answer in the next ("what
@@ -183,7 +179,7 @@ def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candi
             sim >= cfg.word_min_similarity * scale and shares_word(words, c.memory.content)
         ):
             kept.append(c)
-        elif c.arm_scores.get("temporal", 0.0) > 0 and (keyword or shares_word(words, c.memory.content)):
+        elif _in_range(c) and (keyword or shares_word(words, c.memory.content)):
             # In the time range the question names, and sharing a word with it: the range is the
             # evidence the weaker cosine lacks ("what did we decide last week?"). The cosine still
             # has to clear min_similarity (checked above when no keyword matched).
@@ -194,4 +190,4 @@ def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candi
         best = max(c.score for c in kept)
         if best > 0:  # (a question that is only a time keeps all its range)
             kept = [c for c in kept if c.score >= cfg.relative_floor * best or (only_time and _in_range(c))]
-    return in_range_first(kept, query, cfg, only_time=only_time)
+    return in_range_first(kept) if only_time else kept

@@ -6,7 +6,8 @@ One project per conversation, stored along one of three paths (``--path``):
   tool runs (``server/mcp/tools.py remember_memory``), one call per turn in order, with only the
   tool's parameters (content, project, occurred_at, metadata); every question through the recall
   tool's code (``recall_memories``), which counts an access for each memory returned, as the tool
-  does. The questions are asked twice, first without counting accesses, so the report has both;
+  does. The questions are asked three times: without counting accesses, counting them (the
+  headline), and once more, so the report has what counting changes;
 - ``batch``: the turns in batches of 128 through ``remember_many``, each session a ``source`` with
   positions (what an importer that knows the conversation's structure can send);
 - ``ingest``: each session as one text through the ``ingest`` tool's code.
