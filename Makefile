@@ -11,7 +11,7 @@ TORCH_VENV ?= .venv-torch
 # the CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate
+.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate dist
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,12 @@ docs: $(BIN)/memlane
 
 docs-generate: $(BIN)/memlane
 	$(BIN)/cog -r $(DOC_SOURCES)
+
+# The sdist and the wheel (built from the sdist) that `pipx install` and `uvx --from` take; the
+# tests in tests/packaging build and install their own copies.
+dist: $(BIN)/memlane
+	rm -f dist/memlane-*.whl dist/memlane-*.tar.gz
+	$(BIN)/python -m build --outdir dist .
 
 bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results

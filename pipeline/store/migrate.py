@@ -51,7 +51,7 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
             " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
         )
         cur = await conn.execute("SELECT coalesce(max(version), 0) FROM memlane_migrations")
-        current = (await cur.fetchone())[0]
+        current = first = (await cur.fetchone())[0]
         for version, name, sql in available():
             if version <= current:
                 continue
@@ -60,6 +60,12 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
                 await conn.execute(
                     "INSERT INTO memlane_migrations (version, name) VALUES (%s, %s)", (version, name)
                 )
-            log.info("applied migration %04d_%s", version, name)
+            log.debug("applied migration %04d_%s", version, name)
             current = version
+        # One line, not one per migration: a new store is news once, an upgrade each time.
+        if current != first:
+            if first == 0:
+                log.info("created a new store (schema version %d)", current)
+            else:
+                log.info("upgraded the store's schema from version %d to %d", first, current)
         return current

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from memlane.pipeline.errors import ConfigError, MemlaneError
 from memlane.server import logs, shutdown
 from memlane.server.cli import bench as bench_cli
-from memlane.server.mcp import stdio_front
+from memlane.server.mcp import banner, stdio_front
 
 if TYPE_CHECKING:
     from memlane.server.settings import Settings
@@ -22,7 +22,10 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 
 
 def _parser() -> argparse.ArgumentParser:
+    from memlane.server.version import VERSION
+
     p = argparse.ArgumentParser(prog="memlane", description="Long-term memory for LLM agents, over MCP.")
+    p.add_argument("--version", action="version", version=f"memlane {VERSION}")
     p.add_argument("--config", metavar="PATH", help="TOML settings file (default: $MEMLANE_CONFIG)")
     p.add_argument(
         "--data-dir", metavar="DIR", help="where the embedded database lives (default: $MEMLANE_DATA_DIR)"
@@ -182,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             # Over stdio (the front has the wire), a client is waiting: start early. HTTP first
             # checks that it may serve at all.
+            banner.announce(
+                settings,
+                args.transport or settings.server.transport,
+                args.host or settings.server.host,
+                args.port or settings.server.port,
+            )
             engine = _engine_starting(settings) if stdio_front.active() else None
             from memlane.server.mcp.serve import serve  # here: the MCP SDK, about a second to import
 

@@ -44,24 +44,49 @@ knows, and says what it stored. `remember` answers with `similar` memories when 
 nearly the same: update that one instead of keeping both when the new one replaces it.
 """
 
-# In the order tools/list shows them.
+# In the order tools/list shows them (a client shows them in that order; tests pin it). Every tool
+# touches only memlane's own store: none is open-world.
 TOOLS = [
     (
         tools.remember,
-        ToolAnnotations(title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        ToolAnnotations(
+            title="Remember a fact",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
     ),
     (
         tools.ingest,
-        ToolAnnotations(title="Ingest", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        ToolAnnotations(
+            title="Ingest a conversation or document",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
     ),
-    (tools.recall, ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False)),
+    (tools.recall, ToolAnnotations(title="Recall memories", read_only_hint=True, open_world_hint=False)),
     (
         tools.forget,
-        ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+        ToolAnnotations(
+            title="Forget a memory",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
     ),
     (
         tools.update,
-        ToolAnnotations(title="Update", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+        ToolAnnotations(
+            title="Update a memory",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
     ),
 ]
 
@@ -89,16 +114,19 @@ def build_server(
         **({"auth": auth.settings, "token_verifier": auth.verifier} if auth is not None else {}),
     )
     for fn, hints in TOOLS:
-        server.add_tool(fn, annotations=hints)
+        # The title twice: the tool's own (2025-06-18 on) and in its annotations (older clients).
+        server.add_tool(fn, title=hints.title, annotations=hints)
     server.resource(
         "memlane://stats",
         name="stats",
+        title="Memory statistics",
         description="Memory counts per project, embedding model, schema version.",
         mime_type="application/json",
     )(partial(resources.stats, state))
     server.resource(
         "memlane://projects/{project}/categories",
         name="categories",
+        title="Categories of a project",
         description="A project's categories with their memory counts, key terms and summaries.",
         mime_type="application/json",
     )(resources.categories)

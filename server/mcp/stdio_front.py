@@ -155,6 +155,7 @@ class StdioFront:
         self.cache: dict[str, dict[str, Any]] = _read_cache(cache_file)
         self._wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
         self._wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
+        self.stdin_is_tty = os.isatty(self._wire_in.fileno())  # a person at a terminal, not a client
         os.dup2(2, 1)  # stray output (a library's print) goes to stderr, never onto the wire
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -1,0 +1,82 @@
+"""What ``memlane serve`` says first on stderr: the version, the transport, where the memories are
+and how to connect a client; and, to a person who ran it at a terminal, that it waits for a client.
+
+Standard library and the settings only: it runs before the engine and the MCP SDK are imported."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memlane.server.mcp import stdio_front
+from memlane.server.version import VERSION
+
+if TYPE_CHECKING:
+    from memlane.server.settings import Settings
+
+log = logging.getLogger("memlane.server")
+
+CLIENTS = "claude-desktop, claude-code, cursor, vscode or windsurf"
+AT_A_TERMINAL = (
+    "memlane is waiting for an MCP client on stdin: `memlane serve` is started by an MCP client, "
+    "not typed into. Connect one with `memlane setup claude-desktop` (or another client), or try "
+    "the tools with `npx @modelcontextprotocol/inspector memlane serve`. Stop with Ctrl-C."
+)
+
+
+def first_line(settings: Settings, transport: str, host: str, port: int) -> str:
+    """What ``memlane serve`` says first on stderr: the version, where the memories are, the
+    transport, and how to connect a client."""
+    url = settings.database.url
+    if url is not None:
+        where = f"memories in {_database_name(url.get_secret_value())} (external PostgreSQL)"
+    else:
+        where = (
+            f"memories in {Path(settings.data_dir or _default_data_dir()).expanduser()} (embedded PostgreSQL)"
+        )
+    if transport == "stdio":
+        how = f"serving stdio; connect a client with `memlane setup claude-desktop` ({CLIENTS})"
+    elif transport == "http":
+        how = f"serving streamable HTTP on http://{host}:{port}/mcp; point a client at that URL"
+    else:
+        how = (
+            f"serving SSE on http://{host}:{port}/sse (deprecated by the MCP spec: clients that can "
+            "should use --transport http)"
+        )
+    return f"memlane {VERSION}, {how}; {where}"
+
+
+def _database_name(dsn: str) -> str:
+    """host:port/dbname of a DSN, never its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - the store reports a bad DSN when it connects
+        return "the configured database"
+    host = parts.get("host") or "localhost"
+    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+def _stdin_is_terminal() -> bool:
+    front = stdio_front.active()
+    if front is not None:
+        return front.stdin_is_tty
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # no stdin, or a closed one
+        return False
+
+
+def announce(settings: Settings, transport: str, host: str, port: int) -> None:
+    log.info("%s", first_line(settings, transport, host, port))
+    if transport == "stdio" and _stdin_is_terminal():
+        print(AT_A_TERMINAL, file=sys.stderr, flush=True)
+
+
+def _default_data_dir() -> Path:
+    import platformdirs  # the engine's default (pipeline/engine.py), without importing the engine
+
+    return Path(platformdirs.user_data_dir("memlane", appauthor=False))

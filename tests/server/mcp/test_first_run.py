@@ -1,0 +1,118 @@
+"""What a person sees when memlane starts: ``memlane --version``, the first line ``serve`` writes to
+stderr (version, transport, where the memories are, how to connect a client), a note when stdin is
+a terminal, and one line for a new store instead of one per migration."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from support.processes import MEMLANE, run_memlane, server_env
+
+from memlane.pipeline.store.migrate import latest_version
+from memlane.server.mcp.banner import first_line
+from memlane.server.settings import Settings
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
+def test_version_comes_from_the_package_metadata(tmp_path):
+    done = run_memlane("--version", env=server_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"memlane {version('memlane')}"
+
+
+def _serve_once(env: dict[str, str]) -> str:
+    """``memlane serve`` over pipes: one initialize answered, stdin closed; returns its stderr."""
+    proc = subprocess.run(
+        [MEMLANE, "serve"],
+        input=(json.dumps(INITIALIZE) + "\n").encode(),
+        env=env,
+        capture_output=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert json.loads(proc.stdout.splitlines()[0])["id"] == 1
+    return proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_the_first_line_says_version_data_dir_transport_and_how_to_connect(tmp_path):
+    data = tmp_path / "memories"
+    env = server_env(data)
+    first = _serve_once(env)
+    # The engine starts in the background: the store may be created after the first answer and
+    # stdin's end, so a tool call's worth of start-up is what the second run checks.
+    banner = next(line for line in first.splitlines() if "serving stdio" in line)
+    assert f"memlane {version('memlane')}" in banner
+    assert str(data) in banner and "embedded PostgreSQL" in banner
+    assert "memlane setup claude-desktop" in banner
+    assert "waiting for an MCP client on stdin" not in first  # stdin is a pipe: a client
+    done = run_memlane("recall", "anything", env=env)  # runs the migrations if the serve did not
+    assert done.returncode == 0, done.stderr
+    second = _serve_once(env)
+    for log in (first, done.stderr, second):
+        assert "applied migration" not in log  # debug level: one line says it, below
+    created = f"created a new store (schema version {latest_version()})"
+    assert (first + done.stderr).count(created) <= 1
+    assert created not in second
+    assert "serving stdio" in second
+
+
+def test_at_a_terminal_serve_says_it_waits_for_a_client_and_ctrl_d_stops_it(tmp_path, database_url):
+    env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [MEMLANE, "serve"], stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    os.close(follower)
+    try:
+        err = b""
+        deadline = time.monotonic() + 120
+        while b"Stop with Ctrl-C" not in err:
+            assert time.monotonic() < deadline, err.decode()
+            ready, _, _ = select.select([proc.stderr], [], [], 1)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                assert chunk, f"serve exited ({proc.poll()}): {err.decode()}"
+                err += chunk
+        text = err.decode()
+        assert "waiting for an MCP client on stdin" in text
+        assert "memlane setup claude-desktop" in text
+        os.write(leader, b"\x04")  # Ctrl-D: end of input, as a client closing the pipe
+        assert proc.wait(timeout=60) == 0
+        assert proc.stdout.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+
+
+def test_the_first_line_names_an_external_database_without_its_password(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path, database={"url": "postgresql://mem:hunter2secret@db.internal:6543/memory"}
+    )
+    line = first_line(settings, "http", "127.0.0.1", 8765)
+    assert "db.internal:6543/memory" in line and "external PostgreSQL" in line
+    assert "hunter2secret" not in line
+    assert "http://127.0.0.1:8765/mcp" in line
+    sse = first_line(settings, "sse", "127.0.0.1", 8765)
+    assert "deprecated" in sse and "/sse" in sse
+    assert str(Path(tmp_path)) not in line
