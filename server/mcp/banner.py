@@ -19,11 +19,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("memlane.server")
 
 CLIENTS = "claude-desktop, claude-code, cursor, vscode or windsurf"
-AT_A_TERMINAL = (
-    "memlane is waiting for an MCP client on stdin: `memlane serve` is started by an MCP client, "
-    "not typed into. Connect one with `memlane setup claude-desktop` (or another client), or try "
-    "the tools with `npx @modelcontextprotocol/inspector memlane serve`. Stop with Ctrl-C."
-)
+
+
+def at_a_terminal(command: str) -> str:
+    return (
+        "memlane is waiting for an MCP client on stdin: `memlane serve` is started by an MCP client, "
+        "not typed into. Connect one with `memlane setup claude-desktop` (or another client), or try "
+        f"the tools with `npx @modelcontextprotocol/inspector {command} serve`. Stop with Ctrl-C."
+    )
+
+
+def _command() -> str:
+    """How the person ran memlane: its path when it is not on PATH (``make run`` runs .venv's)."""
+    import shutil
+
+    argv0 = Path(sys.argv[0])
+    on_path = shutil.which("memlane")
+    if argv0.name != "memlane" or (on_path and Path(on_path).resolve() == argv0.resolve()):
+        return "memlane"
+    return str(argv0.resolve())
 
 
 def first_line(settings: Settings, transport: str, host: str, port: int) -> str:
@@ -73,7 +87,7 @@ def _stdin_is_terminal() -> bool:
 def announce(settings: Settings, transport: str, host: str, port: int) -> None:
     log.info("%s", first_line(settings, transport, host, port))
     if transport == "stdio" and _stdin_is_terminal():
-        print(AT_A_TERMINAL, file=sys.stderr, flush=True)
+        print(at_a_terminal(_command()), file=sys.stderr, flush=True)
 
 
 def _default_data_dir() -> Path:
