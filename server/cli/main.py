@@ -1,5 +1,5 @@
 """The ``memlane`` command: serve, remember, ingest, recall, import, export, doctor, maintain, reembed,
-prompts, token, bench."""
+prompts, token, bench, setup."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from memlane.server.settings import Settings
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
+# memlane setup's clients, as server/cli/clients.py names them (a test checks that they agree): here
+# so that building the parser does not import setup, which every `memlane serve` would pay for.
+SETUP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -140,6 +143,29 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.add_argument("--batch-size", type=int, default=256)
 
+    s = sub.add_parser(
+        "setup",
+        help="connect memlane to an MCP client: add its entry to the client's config (docs/setup.md)",
+        description="Add, update or remove the memlane entry in an MCP client's config file, leaving the "
+        "rest of the file as it was; the old file is kept next to it as a timestamped backup.",
+    )
+    s.add_argument(
+        "client", nargs="?", choices=SETUP_CLIENTS, metavar="CLIENT", help=", ".join(SETUP_CLIENTS)
+    )
+    s.add_argument("--project", help="memlane's default project for this client (MEMLANE_DEFAULT_PROJECT)")
+    s.add_argument(
+        "--data-dir",
+        dest="setup_data_dir",  # not data_dir: the subparser's default would overwrite the top-level one
+        metavar="DIR",
+        help="where this client's memlane keeps its database (MEMLANE_DATA_DIR, made absolute; "
+        "default: the top-level --data-dir if given, else memlane's default)",
+    )
+    s.add_argument("--dry-run", action="store_true", help="show what would change (a diff); change nothing")
+    one = s.add_mutually_exclusive_group()
+    one.add_argument("--print", action="store_true", help="print the entry as JSON, to paste by hand")
+    one.add_argument("--remove", action="store_true", help="remove the memlane entry, leave the rest")
+    one.add_argument("--list", action="store_true", help="every client: configured or not, its file, command")
+
     bench_cli.add_parser(sub)
     return p
 
@@ -172,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     if own:
         stdio_front.start(argv)
     args = _parser().parse_args(argv)
+    if args.command == "setup":
+        # Before the settings: setup reads none (a broken config must not stop it) and takes the
+        # top-level --data-dir and --config as values for the client's entry.
+        from memlane.server.cli import setup
+
+        return setup.run(args)
     try:
         settings = _settings(args)
     except ConfigError as e:
