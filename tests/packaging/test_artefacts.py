@@ -4,6 +4,7 @@ and ``uvx --from``), each then started as ``memlane serve`` by a real MCP client
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -103,7 +104,10 @@ async def test_pipx_installs_the_wheel_and_memlane_serve_answers(dist, tmp_path)
     python = tmp_path / "pipx" / "venvs" / "memlane" / "bin" / "python"
     where = _run([str(python), "-c", "import memlane.server.cli.main as m; print(m.__file__)"], env)
     assert Path(where.stdout.strip()).is_relative_to(tmp_path / "pipx"), where.stdout
-    await _serves(str(memlane), ["serve"], env)
+    # `memlane setup` writes the installed command; the client starts what the file says.
+    entry = _set_up(str(memlane), [], "cursor", tmp_path, env)
+    assert Path(entry["command"]).resolve() == memlane.resolve() and entry["args"] == ["serve"]
+    await _serves(entry["command"], entry["args"], env)
 
 
 @pytest.mark.anyio
@@ -120,4 +124,21 @@ async def test_uvx_runs_the_wheel_and_memlane_serve_answers(dist, tmp_path, data
     )
     args = ["--from", str(dist["wheel"]), "memlane"]
     assert _run([uvx, *args, "--version"], env).stdout.strip() == f"memlane {VERSION}"
-    await _serves(uvx, [*args, "serve"], env)
+    # Run through uvx, `memlane setup` writes the uvx form (the wheel it came from), and a client
+    # starting that entry gets the server.
+    entry = _set_up(uvx, args, "claude-desktop", tmp_path, env)
+    assert Path(entry["command"]).name == "uvx"
+    assert entry["args"] == ["--from", str(dist["wheel"]), "memlane", "serve"], entry
+    await _serves(entry["command"], entry["args"], env)
+
+
+def _set_up(command: str, args: list[str], client: str, tmp_path: Path, env: dict[str, str]) -> dict:
+    """``memlane setup CLIENT`` under a temporary HOME; the memlane entry it wrote."""
+    home = tmp_path / "home"
+    setup_env = {**env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    _run([command, *args, "setup", client], setup_env)
+    path = {
+        "cursor": home / ".cursor" / "mcp.json",
+        "claude-desktop": home / ".config" / "Claude" / "claude_desktop_config.json",
+    }[client]
+    return json.loads(path.read_text())["mcpServers"]["memlane"]
