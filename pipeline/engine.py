@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 BUDGETS = ("low", "mid", "high")
 MODES = ("auto", "fast", "full")
+WARM_AT_CLOSE_S = 30.0  # the longest a closing engine waits for its model to finish loading
 
 
 def default_data_dir() -> Path:
@@ -174,6 +175,11 @@ class Engine:
         await watch_postmaster(embedded, on_change)
 
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            # A process whose client left during start-up must not exit while the model loads in
+            # its thread: onnxruntime, torn down under a running session, aborts the process.
+            with contextlib.suppress(Exception):  # its error is the first embedding's to report
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._warming)), WARM_AT_CLOSE_S)
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
