@@ -11,7 +11,7 @@ TORCH_VENV ?= .venv-torch
 # the CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate dist
+.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate dist bundle
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,16 @@ dist: $(BIN)/memlane
 
 bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results
+
+# The MCP bundle for Claude Desktop (docs/packaging.md): what `uv run` needs to build and run memlane
+# from source, staged in build/bundle (bundle/stage.py), validated and packed by the pinned mcpb CLI.
+BUNDLE_STAGE := build/bundle
+
+bundle: node_modules/.bin/mcp-inspector
+	$(PYTHON) bundle/stage.py $(BUNDLE_STAGE)
+	node_modules/.bin/mcpb validate $(BUNDLE_STAGE)/manifest.json
+	@mkdir -p dist
+	node_modules/.bin/mcpb pack $(BUNDLE_STAGE) dist/memlane.mcpb
 
 clean:
 	rm -rf $(VENV) $(TORCH_VENV) node_modules build site *.egg-info

@@ -102,6 +102,9 @@ class Settings(BaseSettings, EngineConfig):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
+        # An empty variable is an unset one: hosts that fill env from a form (an MCP bundle's
+        # user_config) pass "" for a field left blank, and MEMLANE_DATA_DIR="" must not mean ".".
+        env_ignore_empty=True,
         extra="forbid",
         validate_default=True,
         case_sensitive=False,

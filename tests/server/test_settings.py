@@ -5,6 +5,7 @@ import pytest
 from pydantic import SecretStr
 
 from memlane.pipeline.config import DatabaseConfig, EngineConfig, masked_dump, secret_fields
+from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError
 from memlane.server.settings import Settings, load
 
@@ -63,6 +64,23 @@ def test_environment_overrides_the_file_and_nested_keys_merge(tmp_path, monkeypa
     s = load(cfg)
     assert s.recall.default_limit == 7
     assert s.recall.rrf_k == 30
+
+
+def test_an_empty_environment_variable_counts_as_unset(tmp_path, monkeypatch):
+    """A host that fills the environment from a form (an MCP bundle's user_config) passes "" for a
+    field left blank: that is the default, never "." for the data directory or "" for a key."""
+    from memlane.pipeline.engine import default_data_dir
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('default_project = "work"\n')
+    blank = ("MEMLANE_DATA_DIR", "MEMLANE_DEFAULT_PROJECT", "MEMLANE_LLM__PROVIDER", "MEMLANE_LLM__API_KEY")
+    for name in blank:
+        monkeypatch.setenv(name, "")
+    s = load(cfg)
+    assert s.data_dir is None
+    assert s.default_project == "work"  # the file's value stands
+    assert s.llm.provider == "none" and s.llm.api_key is None
+    assert Engine(s.engine(), embedder=object()).data_dir == default_data_dir()
 
 
 def test_config_path_can_come_from_the_environment(tmp_path, monkeypatch):
