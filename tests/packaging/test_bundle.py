@@ -221,8 +221,8 @@ async def test_server_starts_as_the_manifest_says_and_remembers(manifest, unpack
         with anyio.fail_after(START_TIMEOUT):
             async with Client(params) as client:
                 ready = time.monotonic() - start
-                tools = {t.name for t in (await client.list_tools()).tools}
-                assert tools == {t["name"] for t in manifest["tools"]}
+                tools = [t.name for t in (await client.list_tools()).tools]
+                assert tools == [t["name"] for t in manifest["tools"]]  # and in the same order
                 stored = await call_ok(
                     client,
                     "remember",
