@@ -80,6 +80,18 @@ async def test_a_spawned_stdio_server_remembers_and_recalls_in_each_era(era, dat
     assert [m["content"] for m in found["memories"]][:1] == [f"The {era} client stores its notes in memlane"]
 
 
+@pytest.mark.slow
+async def test_one_http_server_serves_both_eras_at_once(database_url, tmp_path):
+    env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url)
+    with serve(env) as served:
+        async with Client(served.url, mode="legacy") as old, Client(served.url, mode=MODERN) as new:
+            assert (old.protocol_version, new.protocol_version) == (LEGACY, MODERN)
+            assert _surface(await old.list_tools()) == _surface(await new.list_tools())
+            await call_ok(old, "remember", {"content": "Old clients and new ones share one store"})
+            found = await call_ok(new, "recall", {"query": "do old and new clients share a store?"})
+    assert found["memories"][0]["content"] == "Old clients and new ones share one store"
+
+
 class RoundRobin(httpx2.AsyncBaseTransport):
     """Sends each HTTP request to the next server in turn, as a load balancer without session
     affinity does; ``sent`` records which port got which request."""
