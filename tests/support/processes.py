@@ -22,6 +22,20 @@ MEMLANE = str(Path(sys.executable).with_name("memlane"))
 CLI_TIMEOUT = 180  # seconds; generous for a loaded 2-core machine, never reached when things work
 
 
+def initialize(client: str = "test", id: int | str = 1) -> dict:
+    """A 2025-11-25 ``initialize`` request, for tests that speak JSON-RPC by hand."""
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

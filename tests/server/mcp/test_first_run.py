@@ -14,22 +14,11 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from support.processes import MEMLANE, run_memlane, server_env
+from support.processes import MEMLANE, initialize, run_memlane, server_env
 
 from memlane.pipeline.store.migrate import latest_version
 from memlane.server.mcp.banner import first_line
 from memlane.server.settings import Settings
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 def test_version_comes_from_the_package_metadata(tmp_path):
@@ -42,7 +31,7 @@ def _serve_once(env: dict[str, str]) -> str:
     """``memlane serve`` over pipes: one initialize answered, stdin closed; returns its stderr."""
     proc = subprocess.run(
         [MEMLANE, "serve"],
-        input=(json.dumps(INITIALIZE) + "\n").encode(),
+        input=(json.dumps(initialize()) + "\n").encode(),
         env=env,
         capture_output=True,
         timeout=180,

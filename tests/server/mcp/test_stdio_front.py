@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from support.clients import call_ok
-from support.processes import MEMLANE, server_env, stdio_params
+from support.processes import MEMLANE, initialize, server_env, stdio_params
 
 from memlane.server.mcp import stdio_front
 
@@ -56,16 +56,7 @@ def _session(data: Path, tmp_path: Path, tag: str) -> tuple[list[dict], str]:
     out: list[dict] = []
     try:
         for msg in (
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            },
+            initialize("t"),
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
             {

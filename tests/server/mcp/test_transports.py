@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from support.clients import call_ok
 from support.postmaster import stop_leftover_postgres
-from support.processes import MEMLANE, free_port, run_memlane, serve, server_env, stdio_params
+from support.processes import MEMLANE, free_port, initialize, run_memlane, serve, server_env, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -174,18 +174,7 @@ def test_stdio_stdout_carries_only_json_rpc(tmp_path):
                 return msg
 
     try:
-        send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "hand-rolled", "version": "0"},
-                },
-            }
-        )
+        send(initialize("hand-rolled"))
         init = response(1)
         assert init["result"]["serverInfo"]["name"] == "memlane"
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
