@@ -82,7 +82,7 @@ docs-generate: $(BIN)/memlane
 # tests in tests/packaging build and install their own copies.
 dist: $(BIN)/memlane
 	rm -f dist/memlane-*.whl dist/memlane-*.tar.gz
-	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m build --quiet --outdir dist .
 
 bench: $(BIN)/memlane
 	$(BIN)/memlane bench all --output bench/results
