@@ -98,4 +98,4 @@ bundle: node_modules/.bin/mcp-inspector
 	node_modules/.bin/mcpb pack $(BUNDLE_STAGE) dist/memlane.mcpb
 
 clean:
-	rm -rf $(VENV) $(TORCH_VENV) node_modules build site *.egg-info
+	rm -rf $(VENV) $(TORCH_VENV) node_modules build dist site *.egg-info
