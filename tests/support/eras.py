@@ -2,7 +2,11 @@
 migration files 0001..K (recorded in memlane_migrations as migrate.py records them), the vector
 column and index the engine of that era set when it recorded its model, and rows written with the
 columns and tables that exist at K. Also what tests compare stores by: a fingerprint of the schema,
-and a snapshot of every row (with its ctid and xmin, which any write changes)."""
+and a snapshot of every row (with its ctid and xmin, which any write changes).
+
+A new migration makes the store before it one more starting version of test_upgrades.py, at once;
+its tables or columns get rows in ``write_era`` for the versions that have them, so that the next
+migration's upgrade carries them too."""
 
 from __future__ import annotations
 
