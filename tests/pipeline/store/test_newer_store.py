@@ -54,6 +54,7 @@ def _backups(data_dir, *schemas_at: tuple[str, int]) -> None:
         (d / f"memlane-{stamp}-schema{schema}.dump").write_bytes(b"PGDMP")
 
 
+@pytest.mark.slow
 async def test_a_newer_store_is_refused_naming_the_newest_backup_this_memlane_can_restore(
     database_url, embedder, tmp_path
 ):

@@ -155,6 +155,7 @@ async def test_a_store_of_every_earlier_schema_upgrades_with_its_data(
 BIG = 50_000
 
 
+@pytest.mark.slow
 async def test_a_migration_killed_mid_way_leaves_an_earlier_version_and_the_next_open_completes_it(
     pg_root, embedder, tmp_path
 ):
