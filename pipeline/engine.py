@@ -126,7 +126,14 @@ class Engine:
                 await asyncio.to_thread(embedded.heal)
 
         db = self.config.database
-        store = Store(dsn, pool_min=db.pool_min, pool_max=db.pool_max, timeout=db.connect_timeout, heal=heal)
+        store = Store(
+            dsn,
+            pool_min=db.pool_min,
+            pool_max=db.pool_max,
+            timeout=db.connect_timeout,
+            heal=heal,
+            data_dir=self.data_dir,
+        )
         try:
             await store.open()
             if check_model if follow_store is None else follow_store:

@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -50,6 +52,8 @@ _CONNECTION_ERRORS = (
     psycopg.InterfaceError,
 )
 _TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
+# What `memlane backup` (and the backup taken before a migration) writes under DATA_DIR/backups.
+_BACKUP_NAME = re.compile(r"memlane-(\d{8}-\d{6})-schema(\d+)\.dump")
 
 
 def _why(e: BaseException) -> str:
@@ -71,11 +75,14 @@ class Connection:
         pool_max: int = 8,
         timeout: float = 30.0,
         heal: Callable[[], Awaitable[None]] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         """``heal`` brings a stopped database back (the engine passes one for the embedded server;
         an external server is only reconnected to). It must be safe to call from several processes
-        at once."""
+        at once. ``data_dir``: where the backups are (``backups/``), named when the store is newer
+        than this code."""
         self._dsn = dsn
+        self._data_dir = data_dir
         self._pool_min = pool_min
         self._pool_max = pool_max
         self._timeout = timeout
@@ -108,10 +115,7 @@ class Connection:
                 f"the pgvector extension is not installed on this PostgreSQL server ({e}); install pgvector"
             ) from e
         if self.schema_version > migrations.latest_version():
-            raise StoreError(
-                f"the database schema is version {self.schema_version}, newer than this memlane knows "
-                f"({migrations.latest_version()}): upgrade memlane"
-            )
+            raise StoreError(self._newer_schema())
         self.pool = self._new_pool()
         try:
             await self.pool.open(wait=True, timeout=self._timeout)
@@ -120,6 +124,21 @@ class Connection:
             raise StoreError(
                 f"cannot connect to PostgreSQL: no connection within {self._timeout:.0f} s"
             ) from e
+
+    def _newer_schema(self) -> str:
+        """Why a store migrated by a newer memlane is refused, and the two ways out: that memlane,
+        or the newest backup this code can read (one taken before the upgrade, say)."""
+        latest = migrations.latest_version()
+        found = restorable_backup(self._data_dir / "backups", latest) if self._data_dir else None
+        way_back = (
+            f"restore the backup taken before the upgrade: memlane restore {found}"
+            if found is not None
+            else "restore a backup made with this version (memlane restore FILE)"
+        )
+        return (
+            f"the database schema is version {self.schema_version}, newer than this memlane knows "
+            f"({latest}): upgrade memlane, or {way_back}"
+        )
 
     async def _connect(self, **kwargs: Any) -> psycopg.AsyncConnection:
         """A direct connection, outside the pool. Cancelled mid-connect (State.close during
@@ -347,6 +366,17 @@ class Connection:
             finally:
                 if got:
                     await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def restorable_backup(backups: Path, latest: int) -> Path | None:
+    """The newest backup in ``backups`` (by the time in its name) of a schema no newer than
+    ``latest``, or None."""
+    try:
+        names = [(m, p) for p in backups.iterdir() if (m := _BACKUP_NAME.fullmatch(p.name))]
+    except OSError:  # no backups directory
+        return None
+    usable = [(m.group(1), p) for m, p in names if int(m.group(2)) <= latest]
+    return max(usable)[1] if usable else None
 
 
 def read_again_once(method):
