@@ -71,11 +71,14 @@ class Connection:
         pool_max: int = 8,
         timeout: float = 30.0,
         heal: Callable[[], Awaitable[None]] | None = None,
+        before_migrations: Callable[[psycopg.AsyncConnection, int], Awaitable[None]] | None = None,
     ) -> None:
         """``heal`` brings a stopped database back (the engine passes one for the embedded server;
         an external server is only reconnected to). It must be safe to call from several processes
-        at once."""
+        at once. ``before_migrations``: run before an existing store's schema is upgraded (the
+        automatic backup)."""
         self._dsn = dsn
+        self._before_migrations = before_migrations
         self._pool_min = pool_min
         self._pool_max = pool_max
         self._timeout = timeout
@@ -98,7 +101,7 @@ class Connection:
         try:
             async with await self._connect(autocommit=True, connect_timeout=int(self._timeout)) as conn:
                 await conn.execute("SET client_min_messages = warning")
-                self.schema_version = await migrations.migrate(conn)
+                self.schema_version = await migrations.migrate(conn, self._before_migrations)
         except psycopg.OperationalError as e:
             raise StoreError(f"cannot connect to PostgreSQL: {e}".strip()) from e
         except psycopg.errors.FeatureNotSupported as e:  # pragma: no cover - external servers
