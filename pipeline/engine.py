@@ -133,7 +133,9 @@ class Engine:
             pool_max=db.pool_max,
             timeout=db.connect_timeout,
             heal=heal,
-            before_migrations=backup.before_migrations(dsn, self.data_dir, bk.keep, bk.pg_bin_dir)
+            before_migrations=backup.before_migrations(
+                dsn, self.data_dir, bk.keep, bk.pg_bin_dir, bk.compression
+            )
             if bk.before_migrations
             else None,
         )

@@ -190,6 +190,7 @@ async def backup(
     data_dir: Path | None = None,
     bin_dir: Path | None = None,
     files: dict[str, str] | None = None,
+    compression: int = 1,
 ) -> tuple[Path, Manifest]:
     """Snapshot the whole database into ``path`` (default: the dated name under ``data_dir``) and
     write its manifest; safe while servers write. Returns the archive's path and its manifest."""
@@ -218,8 +219,13 @@ async def backup(
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
         started = time.monotonic()
+        # gzip level 1, not pg_dump's default 6: of a 100k-memory store (497 MB uncompressed, mostly
+        # vectors as text), 10.5 s for 222 MB against 42 s for 196 MB (measured on 2 cores).
+        compress = f"gzip:{compression}" if compression else "none"
         code, err = await _run(
-            pg_dump, ["--format=custom", f"--snapshot={snapshot}", "--file", str(partial)], dsn
+            pg_dump,
+            ["--format=custom", f"--compress={compress}", f"--snapshot={snapshot}", "--file", str(partial)],
+            dsn,
         )
         if code != 0:
             with contextlib.suppress(FileNotFoundError):
@@ -323,7 +329,7 @@ async def restore(dsn: str, path: Path, *, force: bool = False, bin_dir: Path | 
 
 
 def before_migrations(
-    dsn: str, data_dir: Path, keep: int, bin_dir: Path | None = None
+    dsn: str, data_dir: Path, keep: int, bin_dir: Path | None = None, compression: int = 1
 ) -> Callable[[psycopg.AsyncConnection, int], Awaitable[None]]:
     """The hook ``migrate`` runs before upgrading a store's schema: back up a store that holds
     memories into ``DATA_DIR/backups`` and keep the newest ``keep`` backups."""
@@ -333,7 +339,7 @@ def before_migrations(
         if not (await cur.fetchone())[0]:
             return
         try:
-            path, _ = await backup(dsn, data_dir=data_dir, bin_dir=bin_dir)
+            path, _ = await backup(dsn, data_dir=data_dir, bin_dir=bin_dir, compression=compression)
         except (StoreError, InvalidInput, OSError) as e:
             raise StoreError(
                 f"could not back up the store before upgrading its schema from version {current}: {e}. "

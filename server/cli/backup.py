@@ -49,6 +49,7 @@ def cmd_backup(args, settings: Settings) -> int:
             data_dir=data_dir(settings),
             bin_dir=settings.backup.pg_bin_dir,
             files=files,
+            compression=settings.backup.compression,
         )
     )
     out: dict[str, Any] = {"backup": str(path), "manifest": str(backups.manifest_path(path)), "of": where}

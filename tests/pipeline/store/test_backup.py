@@ -49,7 +49,7 @@ async def test_owned_tables_are_every_table_of_a_migrated_store(engine, database
 
 
 async def test_opening_an_older_store_backs_it_up_first_and_keeps_the_newest(
-    database_url, pg_root, tmp_path, embedder
+    database_url, pg_root, tmp_path, embedder, caplog
 ):
     _old_store(database_url, OLD_SCHEMA)
     folder = tmp_path / "backups"
@@ -62,12 +62,17 @@ async def test_opening_an_older_store_backs_it_up_first_and_keeps_the_newest(
         data_dir=tmp_path, database=DatabaseConfig(url=database_url), backup=BackupConfig(keep=3)
     )
     eng = Engine(config, embedder=embedder)
-    await eng.open()
+    with caplog.at_level("WARNING", logger="memlane.pipeline.store.backup"):
+        await eng.open()
     try:
         assert eng.store.schema_version == migrations.latest_version()
     finally:
         await eng.close()
     kept = backups.listed(tmp_path)
+    assert (
+        f"backed up the store (schema version {OLD_SCHEMA}) to {kept[-1]} before upgrading it" in caplog.text
+    )
+    assert "deleted 3 older backup(s) beyond [backup] keep = 3" in caplog.text
     assert [p.name for p in kept[:2]] == [older[3].name, older[4].name]  # the 3 oldest are gone
     assert not any(p.exists() or backups.manifest_path(p).exists() for p in older[:3])
     new = kept[-1]
@@ -136,6 +141,12 @@ async def test_restore_refuses_what_is_not_a_backup(engine, database_url, tmp_pa
     with pytest.raises(InvalidInput, match="not a pg_dump archive"):
         await backups.restore(target, bad)
     assert await backups.is_empty(target)
+
+
+def test_the_password_goes_to_pg_dump_in_its_environment_not_its_arguments():
+    conninfo, env = backups._libpq("postgresql://memlane:s3cret@db.internal:5433/store?sslmode=require")
+    assert "s3cret" not in conninfo and env["PGPASSWORD"] == "s3cret"
+    assert "host=db.internal" in conninfo and "port=5433" in conninfo and "sslmode=require" in conninfo
 
 
 def test_default_names_follow_the_convention():
