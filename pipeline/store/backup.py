@@ -136,9 +136,11 @@ def pg_tool(name: str, bin_dir: Path | None = None) -> Path:
 
 
 def _libpq(dsn: str) -> tuple[str, dict[str, str]]:
-    """The DSN without its password, and an environment carrying the password (PGPASSWORD)."""
+    """The DSN without its password, and an environment carrying the password (PGPASSWORD). The
+    rest of the environment is kept: libpq's PG* variables and ~/.pgpass apply as they do to
+    memlane's own connections."""
     params = conninfo_to_dict(dsn)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env = dict(os.environ)
     password = params.pop("password", None)
     if password:
         env["PGPASSWORD"] = str(password)
@@ -288,6 +290,11 @@ async def restore(dsn: str, path: Path, *, force: bool = False, bin_dir: Path | 
     if not path.is_file():
         raise InvalidInput(f"{path} does not exist")
     manifest = Manifest.read(path)
+    if manifest.schema_version > migrations.latest_version():
+        raise InvalidInput(
+            f"{path} is a store at schema version {manifest.schema_version}, newer than this memlane knows "
+            f"({migrations.latest_version()}): restore it with memlane {manifest.memlane_version} or later"
+        )
     pg_restore = pg_tool("pg_restore", bin_dir)
     code, err = await _run(pg_restore, ["--list", str(path)])
     if code != 0:

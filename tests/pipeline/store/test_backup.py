@@ -140,6 +140,11 @@ async def test_restore_refuses_what_is_not_a_backup(engine, database_url, tmp_pa
     backups.manifest_path(bad).write_text(backups.manifest_path(path).read_text())
     with pytest.raises(InvalidInput, match="not a pg_dump archive"):
         await backups.restore(target, bad)
+    newer = json.loads(backups.manifest_path(path).read_text())
+    newer["schema_version"] = migrations.latest_version() + 1
+    backups.manifest_path(path).write_text(json.dumps(newer))
+    with pytest.raises(InvalidInput, match="newer than this memlane knows"):
+        await backups.restore(target, path)
     assert await backups.is_empty(target)
 
 
