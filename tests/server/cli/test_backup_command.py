@@ -153,6 +153,8 @@ def test_the_cli_backs_up_and_restores_tokens_and_refuses_a_non_empty_target(
     assert path.parent == tmp_path / "source" / "backups" and backups.NAME_RE.fullmatch(path.name)
     assert report["tables"]["memories"] == 1 and report["files"] == ["tokens.json"]
     assert "password" not in out
+    code, _, err = _run(capsys, "backup", str(path))
+    assert code == 1 and "exists" in err
     _, out, _ = _run(capsys, "doctor")
     last = json.loads(out)["last_backup"]
     assert last["path"] == str(path) and last["age"].endswith("seconds")
@@ -172,7 +174,10 @@ def test_the_cli_backs_up_and_restores_tokens_and_refuses_a_non_empty_target(
     assert _run(capsys, "restore", str(path), "--force")[0] == 0
     assert dump(target) == before
 
-    # Bad input: a missing file, one that is not an archive.
+    # Nothing to back up in an empty database; bad input to restore: a missing file, not an archive.
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", new_database(pg_root))
+    code, _, err = _run(capsys, "backup", str(tmp_path / "empty.dump"))
+    assert code == 1 and "no memlane store" in err and not (tmp_path / "empty.dump").exists()
     assert "does not exist" in _run(capsys, "restore", str(tmp_path / "nope.dump"))[2]
     junk = tmp_path / "junk.dump"
     junk.write_text("hello")
