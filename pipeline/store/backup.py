@@ -218,7 +218,7 @@ async def backup(
         path = Path(path).expanduser()
         if path.exists():
             raise InvalidInput(f"{path} exists: choose another file")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
         started = time.monotonic()
         # gzip level 1, not pg_dump's default 6: of a 100k-memory store (497 MB uncompressed, mostly
@@ -248,6 +248,7 @@ async def backup(
     fd = os.open(mpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(asdict(manifest), f, indent=2)
+    partial.chmod(0o600)  # every memory, like the data directory itself: the owner's only
     partial.rename(path)
     log.info("backed up the store to %s in %.1f s", path, time.monotonic() - started)
     return path, manifest

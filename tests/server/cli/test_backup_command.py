@@ -152,6 +152,7 @@ def test_the_cli_backs_up_and_restores_tokens_and_refuses_a_non_empty_target(
     path = Path(report["backup"])
     assert path.parent == tmp_path / "source" / "backups" and backups.NAME_RE.fullmatch(path.name)
     assert report["tables"]["memories"] == 1 and report["files"] == ["tokens.json"]
+    assert path.stat().st_mode & 0o777 == backups.manifest_path(path).stat().st_mode & 0o777 == 0o600
     assert "password" not in out
     code, _, err = _run(capsys, "backup", str(path))
     assert code == 1 and "exists" in err
