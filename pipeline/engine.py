@@ -42,7 +42,7 @@ from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.remember.topics import Topics, topics_filter
 from memlane.pipeline.remember.topics_llm import TopicsLLM
-from memlane.pipeline.store import Store
+from memlane.pipeline.store import Store, backup
 from memlane.pipeline.store.browse import BrowsePage, ProjectSummary
 from memlane.pipeline.store.embedded import EmbeddedPostgres, watch_postmaster
 from memlane.pipeline.tokens import count_tokens
@@ -126,6 +126,7 @@ class Engine:
                 await asyncio.to_thread(embedded.heal)
 
         db = self.config.database
+        bk = self.config.backup
         store = Store(
             dsn,
             pool_min=db.pool_min,
@@ -133,6 +134,11 @@ class Engine:
             timeout=db.connect_timeout,
             heal=heal,
             data_dir=self.data_dir,
+            before_migrations=backup.before_migrations(
+                dsn, self.data_dir, bk.keep, bk.pg_bin_dir, bk.compression
+            )
+            if bk.before_migrations
+            else None,
         )
         try:
             await store.open()

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +25,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreError
+from memlane.pipeline.store import backup
 from memlane.pipeline.store import migrate as migrations
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,6 @@ _CONNECTION_ERRORS = (
     psycopg.InterfaceError,
 )
 _TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
-# What `memlane backup` (and the backup taken before a migration) writes under DATA_DIR/backups.
-_BACKUP_NAME = re.compile(r"memlane-(\d{8}-\d{6})-schema(\d+)\.dump")
 
 
 def _why(e: BaseException) -> str:
@@ -76,13 +74,16 @@ class Connection:
         timeout: float = 30.0,
         heal: Callable[[], Awaitable[None]] | None = None,
         data_dir: Path | None = None,
+        before_migrations: Callable[[psycopg.AsyncConnection, int], Awaitable[None]] | None = None,
     ) -> None:
         """``heal`` brings a stopped database back (the engine passes one for the embedded server;
         an external server is only reconnected to). It must be safe to call from several processes
         at once. ``data_dir``: where the backups are (``backups/``), named when the store is newer
-        than this code."""
+        than this code. ``before_migrations``: run before an existing store's schema is upgraded
+        (the automatic backup)."""
         self._dsn = dsn
         self._data_dir = data_dir
+        self._before_migrations = before_migrations
         self._pool_min = pool_min
         self._pool_max = pool_max
         self._timeout = timeout
@@ -105,7 +106,7 @@ class Connection:
         try:
             async with await self._connect(autocommit=True, connect_timeout=int(self._timeout)) as conn:
                 await conn.execute("SET client_min_messages = warning")
-                self.schema_version = await migrations.migrate(conn)
+                self.schema_version = await migrations.migrate(conn, self._before_migrations)
         except psycopg.OperationalError as e:
             raise StoreError(f"cannot connect to PostgreSQL: {e}".strip()) from e
         except psycopg.errors.FeatureNotSupported as e:  # pragma: no cover - external servers
@@ -129,7 +130,7 @@ class Connection:
         """Why a store migrated by a newer memlane is refused, and the two ways out: that memlane,
         or the newest backup this code can read (one taken before the upgrade, say)."""
         latest = migrations.latest_version()
-        found = restorable_backup(self._data_dir / "backups", latest) if self._data_dir else None
+        found = restorable_backup(self._data_dir, latest) if self._data_dir else None
         way_back = (
             f"restore the backup taken before the upgrade: memlane restore {found}"
             if found is not None
@@ -368,15 +369,11 @@ class Connection:
                     await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def restorable_backup(backups: Path, latest: int) -> Path | None:
-    """The newest backup in ``backups`` (by the time in its name) of a schema no newer than
-    ``latest``, or None."""
-    try:
-        names = [(m, p) for p in backups.iterdir() if (m := _BACKUP_NAME.fullmatch(p.name))]
-    except OSError:  # no backups directory
-        return None
-    usable = [(m.group(1), p) for m, p in names if int(m.group(2)) <= latest]
-    return max(usable)[1] if usable else None
+def restorable_backup(data_dir: Path, latest: int) -> Path | None:
+    """The newest backup in ``DATA_DIR/backups`` (by the time in its name) of a schema no newer
+    than ``latest``, or None."""
+    usable = [p for p in backup.listed(data_dir) if int(backup.NAME_RE.fullmatch(p.name).group(2)) <= latest]
+    return usable[-1] if usable else None
 
 
 def read_again_once(method):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 
@@ -43,8 +44,13 @@ async def schema_lock(conn: psycopg.AsyncConnection):
         await conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
 
 
-async def migrate(conn: psycopg.AsyncConnection) -> int:
-    """Apply pending migrations; returns the schema version. ``conn`` must be in autocommit mode."""
+async def migrate(
+    conn: psycopg.AsyncConnection,
+    before: Callable[[psycopg.AsyncConnection, int], Awaitable[None]] | None = None,
+) -> int:
+    """Apply pending migrations; returns the schema version. ``conn`` must be in autocommit mode.
+    ``before(conn, version)`` runs under the lock before an existing store is upgraded (the
+    automatic backup, store/backup.py); its error stops the upgrade."""
     async with schema_lock(conn):
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS memlane_migrations ("
@@ -52,6 +58,8 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
         )
         cur = await conn.execute("SELECT coalesce(max(version), 0) FROM memlane_migrations")
         current = first = (await cur.fetchone())[0]
+        if before is not None and 0 < current < latest_version():
+            await before(conn, current)
         for version, name, sql in available():
             if version <= current:
                 continue

@@ -357,6 +357,7 @@ RENDERERS = {
     "load": ("memlane.server.bench.loadbench", "markdown"),
     "maintain": ("memlane.server.bench.upkeep", "markdown"),
     "topics": ("memlane.server.bench.topicsbench", "markdown"),
+    "backup": ("memlane.server.bench.backupbench", "markdown"),
 }
 VIEWS = ("full", "summary")
 

@@ -165,6 +165,17 @@ def add_parser(sub) -> None:
     )
     _common(p, plot=False)
 
+    p = bs.add_parser(
+        "backup", help="memlane backup and restore of a store of N memories (random vectors, by COPY)"
+    )
+    p.add_argument("--memories", type=_positive, default=100_000, help="store size (default 100000)")
+    p.add_argument("--runs", type=_positive, default=3, help="backups and restores to time (default 3)")
+    p.add_argument("--projects", type=_positive, default=10, help="projects, each indexed (default 10)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--json", metavar="OUT", help="write the JSON report here")
+    p.add_argument("--markdown", metavar="OUT", help="write the Markdown tables here")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
     p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
     p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
     p.add_argument(
@@ -321,6 +332,24 @@ def _load(args, settings) -> int:
     return 0
 
 
+def _backup(args, settings) -> int:
+    """Always on a temporary embedded server (server/bench/backupbench.py): the settings' store is
+    never copied."""
+    from memlane.server.bench import backupbench
+
+    result = asyncio.run(
+        backupbench.run(
+            args.memories,
+            runs=args.runs,
+            projects=args.projects,
+            seed=args.seed,
+            show_progress=not args.quiet,
+        )
+    )
+    _write(result, backupbench.markdown(result), args)
+    return 0
+
+
 def _maintain(args, settings) -> int:
     from memlane.server.bench import upkeep
 
@@ -417,6 +446,7 @@ def run(args, settings) -> int:
         "llm": _llm,
         "load": _load,
         "maintain": _maintain,
+        "backup": _backup,
         "topics": _topics,
         "report": _report,
         "all": _all,

@@ -356,6 +356,9 @@ async def cmd_doctor(engine: Engine, args) -> int:
                 "used only when the MCP client declares the sampling capability (VS Code does, Claude "
                 "Desktop does not); deprecated by the 2026-07-28 MCP spec. Without it those stages fall back."
             )
+    from memlane.server.cli.backup import last_backup
+
+    report["last_backup"] = last_backup(engine.data_dir) or "none in data_dir/backups"
     versions = {"memlane": VERSION}
     for pkg in (
         "mcp",

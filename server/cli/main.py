@@ -1,5 +1,5 @@
-"""The ``memlane`` command: serve, remember, ingest, recall, import, export, doctor, maintain, reembed,
-prompts, token, bench, setup."""
+"""The ``memlane`` command: serve, remember, ingest, recall, import, export, backup, restore, doctor,
+maintain, reembed, prompts, token, bench, setup."""
 
 from __future__ import annotations
 
@@ -109,6 +109,26 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("export", help="write every memory as JSONL (round-trips through import)")
     s.add_argument("--project")
     s.add_argument("--output", "-o", help="file (default: stdout)")
+
+    s = sub.add_parser(
+        "backup", help="snapshot the whole store with pg_dump, safe while servers run (docs/backup.md)"
+    )
+    s.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="the archive to write (default: DATA_DIR/backups/memlane-<YYYYmmdd-HHMMSS>-schema<N>.dump); "
+        "its manifest goes next to it as FILE.json",
+    )
+    s = sub.add_parser(
+        "restore", help="load a backup into an empty data directory or database, and verify it"
+    )
+    s.add_argument(
+        "file", metavar="FILE", help="a .dump written by memlane backup (its FILE.json next to it)"
+    )
+    s.add_argument(
+        "--force", action="store_true", help="replace the memlane store (and tokens file) already there"
+    )
 
     sub.add_parser("doctor", help="check configuration, database, model and versions")
 
@@ -239,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
             from memlane.server.cli.commands import cmd_token
 
             return cmd_token(args, settings)
+        if args.command in ("backup", "restore"):
+            from memlane.server.cli import backup
+
+            return getattr(backup, "cmd_" + args.command)(args, settings)
         if args.command == "bench":
             return bench_cli.run(args, settings)
         from memlane.server.cli import commands
