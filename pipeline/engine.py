@@ -45,6 +45,7 @@ from memlane.pipeline.remember.topics_llm import TopicsLLM
 from memlane.pipeline.store import Store, backup
 from memlane.pipeline.store.browse import BrowsePage, ProjectSummary
 from memlane.pipeline.store.embedded import EmbeddedPostgres, watch_postmaster
+from memlane.pipeline.store.entity_browse import Entity, EntityPage, MemoryLink, entity_id
 from memlane.pipeline.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -544,6 +545,31 @@ class Engine:
 
     async def most_recalled(self, project: Any, limit: int = 5) -> list[Memory]:
         return await self.store.most_recalled(v.project_name(project, self.config.default_project), limit)
+
+    async def project_entities(
+        self, project: Any, *, q: str = "", after: str | None = None, limit: int = 50
+    ) -> EntityPage:
+        """One page of a project's entities by name (``q``: names containing it; ``after``: a
+        page's ``next_cursor``)."""
+        name = v.project_name(project, self.config.default_project)
+        return await self.store.project_entities(name, q=q.strip(), after=after, limit=limit)
+
+    async def entity(self, entity: Any) -> Entity:
+        return await self.store.entity(entity_id(entity))
+
+    async def entity_memories(
+        self, entity: Any, *, cursor: str | None = None, limit: int = 20
+    ) -> tuple[list[Memory], str | None]:
+        return await self.store.entity_memories(entity_id(entity), cursor=cursor, limit=limit)
+
+    async def co_occurring(self, entity: Any, limit: int = 10) -> list[tuple[Entity, int]]:
+        return await self.store.co_occurring(entity_id(entity), limit)
+
+    async def memory_entities(self, memory_ids: list[Any]) -> list[tuple[Any, Entity]]:
+        return await self.store.memory_entities(memory_ids)
+
+    async def memory_links(self, memory_id: Any, limit: int = 50) -> list[MemoryLink]:
+        return await self.store.memory_links(memory_id, limit)
 
     async def created_per_day(self, project: Any = None) -> list[tuple[datetime, int]]:
         name = None if project is None else v.project_name(project, self.config.default_project)

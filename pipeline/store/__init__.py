@@ -8,6 +8,7 @@ maintain``'s queries (upkeep.py)."""
 
 from memlane.pipeline.store.browse import BrowseQueries
 from memlane.pipeline.store.connection import Connection
+from memlane.pipeline.store.entity_browse import EntityBrowseQueries
 from memlane.pipeline.store.graph import GraphQueries
 from memlane.pipeline.store.graph_reads import GraphReadQueries
 from memlane.pipeline.store.handles import HandleQueries
@@ -32,6 +33,7 @@ class Store(
     SearchQueries,
     HandleQueries,
     BrowseQueries,
+    EntityBrowseQueries,
     TopicQueries,
     UpkeepQueries,
     ScoringQueries,

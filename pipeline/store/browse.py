@@ -59,7 +59,12 @@ def decode_cursor(cursor: str, sort: str) -> list[Any]:
     ``encode_cursor`` for this sort is an ``InvalidInput``."""
     try:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        kinds = {"created": (datetime, UUID), "occurred": (datetime, UUID), "priority": (int, datetime, UUID)}
+        kinds = {
+            "created": (datetime, UUID),
+            "occurred": (datetime, UUID),
+            "priority": (int, datetime, UUID),
+            "entities": (str,),
+        }
         types = kinds[sort]
         if not isinstance(raw, list) or len(raw) != len(types):
             raise ValueError
@@ -67,6 +72,10 @@ def decode_cursor(cursor: str, sort: str) -> list[Any]:
         for kind, value in zip(types, raw, strict=True):
             if kind is int:
                 if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError
+                out.append(value)
+            elif kind is str:
+                if not isinstance(value, str):
                     raise ValueError
                 out.append(value)
             elif kind is datetime:
