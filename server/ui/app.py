@@ -38,7 +38,7 @@ from memlane.pipeline.errors import (
     StoreError,
 )
 from memlane.pipeline.store.browse import SORT_KEYS
-from memlane.server.ui import charts, forms
+from memlane.server.ui import charts, forms, graph_svg
 from memlane.server.ui.metrics import RECALLS, RecallLog
 from memlane.server.ui.security import (
     COOKIE,
@@ -242,7 +242,94 @@ async def memory(request: Request, engine: Engine) -> Response:
     notice = {"saved": "Saved.", "unchanged": "Nothing was changed."}.get(
         request.query_params.get("done", ""), ""
     )
-    return page(request, "memory.html", title="Memory", nav="projects", m=m, notice=notice)
+    entities = [e for _, e in await engine.memory_entities([m.id])]
+    links = await engine.memory_links(m.id)
+    root = _root(request)
+    nodes = [graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 0)]
+    edges = []
+    for link in links:
+        nodes.append(
+            graph_svg.Node(
+                f"m:{link.memory.id}", link.memory.content, f"{root}/memories/{link.memory.id}", "memory", 1
+            )
+        )
+        edges.append((f"m:{m.id}", f"m:{link.memory.id}", link.kind))
+    for e in entities:
+        nodes.append(graph_svg.Node(f"e:{e.id}", e.name, f"{root}/entities/{e.id}", "entity", 1))
+        edges.append((f"m:{m.id}", f"e:{e.id}", "mentions"))
+    graph = graph_svg.bounded(nodes, edges)
+    return page(
+        request,
+        "memory.html",
+        title="Memory",
+        nav="projects",
+        m=m,
+        notice=notice,
+        entities=entities,
+        links=links,
+        graph=graph,
+        svg=graph_svg.render(graph, "The memory's neighbourhood"),
+        legend=graph_svg.legend(graph),
+    )
+
+
+async def entities(request: Request, engine: Engine) -> Response:
+    name = request.path_params["project"]
+    if not name.strip() or await engine.project_size(name) == 0:
+        return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
+    qp = request.query_params
+    q = qp.get("q", "").strip()
+    limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
+    result = await engine.project_entities(name, q=q, after=qp.get("after") or None, limit=limit)
+    keep = {k: v for k, v in {"q": q, "limit": limit if limit != PAGE_SIZE else ""}.items() if v}
+    return page(
+        request,
+        "entities.html",
+        title=f"Entities · {name}",
+        nav="projects",
+        project=name,
+        q=q,
+        entities=result.entities,
+        first_page=urlencode(keep) if qp.get("after") else None,
+        next_page=urlencode({**keep, "after": result.next_cursor}) if result.next_cursor else None,
+    )
+
+
+async def entity(request: Request, engine: Engine) -> Response:
+    e = await engine.entity(request.path_params["id"])
+    cursor = request.query_params.get("cursor") or None
+    memories, next_cursor = await engine.entity_memories(e.id, cursor=cursor, limit=20)
+    related = await engine.co_occurring(e.id, 10)
+    root = _root(request)
+    centre = f"e:{e.id}"
+    nodes = [graph_svg.Node(centre, e.name, f"{root}/entities/{e.id}", "entity", 0)]
+    edges = []
+    for m in memories:
+        nodes.append(graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 1))
+        edges.append((f"m:{m.id}", centre, "mentions"))
+    for m_id, other in await engine.memory_entities([m.id for m in memories]):
+        if other.id != e.id:
+            nodes.append(
+                graph_svg.Node(f"e:{other.id}", other.name, f"{root}/entities/{other.id}", "entity", 2)
+            )
+            edges.append((f"m:{m_id}", f"e:{other.id}", "mentions"))
+    for other, _ in related:
+        nodes.append(graph_svg.Node(f"e:{other.id}", other.name, f"{root}/entities/{other.id}", "entity", 2))
+    graph = graph_svg.bounded(nodes, edges)
+    return page(
+        request,
+        "entity.html",
+        title=e.name,
+        nav="projects",
+        e=e,
+        memories=memories,
+        related=related,
+        next_page=urlencode({"cursor": next_cursor}) if next_cursor else None,
+        first_page=cursor is not None,
+        graph=graph,
+        svg=graph_svg.render(graph, f"The neighbourhood of {e.name}"),
+        legend=graph_svg.legend(graph),
+    )
 
 
 async def edit(request: Request, engine: Engine) -> Response:
@@ -375,6 +462,9 @@ def create_app(
     web page cannot reach it through DNS rebinding). The pages read all four from ``app.state``."""
     routes = [
         Route("/", handler(projects), name="projects"),
+        # Before the project page, whose path parameter would take "/entities" too.
+        Route("/projects/{project:path}/entities", handler(entities), name="entities"),
+        Route("/entities/{id}", handler(entity), name="entity"),
         Route("/projects/{project:path}", handler(project), name="project"),
         Route("/memories/{id}", handler(memory), name="memory"),
         Route("/memories/{id}/edit", handler(edit), methods=["POST"]),
