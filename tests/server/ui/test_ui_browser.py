@@ -171,6 +171,20 @@ def test_a_memory_with_markup_shows_as_text_and_runs_nothing(site, browser):
     assert browser.find_elements(by("CSS_SELECTOR"), "main img") == []
 
 
+def test_entities_then_an_entity_page_then_a_graph_node_to_its_memory(site, browser):
+    base, _ = site
+    browser.get(base + "/projects/acme")
+    follow(browser, browser.find_element(by("ID"), "nav-entities"))
+    follow(browser, browser.find_element(by("PARTIAL_LINK_TEXT"), "Alice"))
+    assert "Alice" in browser.find_element(by("ID"), "entity-name").text
+    node = browser.find_element(by("CSS_SELECTOR"), "#graph svg a[href*='/memories/']")
+    href = node.get_dom_attribute("href")  # an SVG href property is not a string
+    follow(browser, node)
+    assert browser.current_url.endswith(href.rsplit("/", 1)[-1])
+    assert "Alice" in browser.find_element(by("ID"), "content").text
+    assert browser.find_element(by("CSS_SELECTOR"), "#entities a.entity").text
+
+
 def test_edit_then_forget_with_the_confirmation(site, browser):
     base, _ = site
     browser.get(base + "/projects/acme?category=preference")
