@@ -59,6 +59,9 @@ _COUNTS = (
 )
 
 
+CO_OCCURRENCE_SAMPLE = 2000
+
+
 class EntityBrowseQueries:
     """Mixed into Store; needs ``_connection()``."""
 
@@ -120,15 +123,18 @@ class EntityBrowseQueries:
         return memories, encode_cursor([last.created_at, last.id]) if more and last else None
 
     async def co_occurring(self, entity_id: int, limit: int = 10) -> list[tuple[Entity, int]]:
-        """The entities mentioned with this one most often, with the number of shared memories."""
+        """The entities mentioned with this one most often, with the number of shared memories,
+        counted over at most ``CO_OCCURRENCE_SAMPLE`` of its memories: a hub (the user's own name)
+        would otherwise read every mention of every entity in thousands of memories."""
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(
                 "SELECT e.id, e.project, e.key, e.name, e.kind, s.shared FROM ("
-                " SELECT b.entity_id, count(*) AS shared FROM memory_entities a"
-                " JOIN memory_entities b ON b.memory_id = a.memory_id AND b.entity_id <> a.entity_id"
-                " WHERE a.entity_id = %s GROUP BY b.entity_id ORDER BY shared DESC, b.entity_id LIMIT %s) s"
+                " SELECT b.entity_id, count(*) AS shared FROM (SELECT memory_id FROM memory_entities"
+                "  WHERE entity_id = %(e)s LIMIT %(cap)s) a"
+                " JOIN memory_entities b ON b.memory_id = a.memory_id AND b.entity_id <> %(e)s"
+                " GROUP BY b.entity_id ORDER BY shared DESC, b.entity_id LIMIT %(n)s) s"
                 " JOIN memlane_entities e ON e.id = s.entity_id ORDER BY s.shared DESC, e.id",
-                (entity_id, limit),
+                {"e": entity_id, "cap": CO_OCCURRENCE_SAMPLE, "n": limit},
             )
             rows = await cur.fetchall()
         return [(Entity(**{k: v for k, v in r.items() if k != "shared"}), int(r["shared"])) for r in rows]

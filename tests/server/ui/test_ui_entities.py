@@ -23,10 +23,11 @@ async def client(engine):
         {"content": "Alice owns the billing service and its invoices", "project": "acme"},
         {"content": "Alice moved the billing service to PostgreSQL in May", "project": "acme"},
         {"content": "Bob reviews every change to the billing service", "project": "acme"},
-        {"content": "Alice likes green tea", "project": "acme"},
         {"content": "Nothing named here at all", "project": "empty"},
     ]
-    ids = [r.id for r in await engine.remember_many(memories)]
+    ids = [r.id for r in await engine.remember_many(memories)]  # one transaction: one created_at
+    # Stored last and alone, so it is the newest mention of Alice.
+    ids.insert(3, (await engine.remember({"content": "Alice likes green tea", "project": "acme"})).id)
 
     async def get_engine():
         return engine
@@ -156,3 +157,39 @@ async def test_entity_names_and_memory_text_are_escaped_everywhere(client):
         assert r.status_code == 200, url
         assert "<script>" not in r.text, url
         assert "&lt;script&gt;" in r.text, url
+
+
+async def test_entity_memories_page_by_keyset_and_co_occurrence_counts_shared_memories(client):
+    batch = [{"content": f"Carol and Alice wrote report number {i}", "project": "acme"} for i in range(25)]
+    await client.engine.remember_many(batch)
+    carol = await entity_id(client.engine, "acme", "carol")
+    first = await client.get(f"/entities/{carol}")
+    ids = re.findall(r'<td><a href="/memories/([0-9a-f-]+)">', first.text)
+    nxt = re.search(r'id="next-page" href="\?([^"]+)"', first.text)
+    assert len(ids) == 20 and nxt
+    second = await client.get(f"/entities/{carol}?{unescape(nxt.group(1))}")
+    more = re.findall(r'<td><a href="/memories/([0-9a-f-]+)">', second.text)
+    assert len(more) == 5 and not set(ids) & set(more)
+    assert 'id="next-page"' not in second.text
+    alice = await entity_id(client.engine, "acme", "alice")
+    related = first.text[first.text.index('id="related"') :]
+    assert re.search(rf'href="/entities/{alice}">Alice</a> <span class="muted">25 shared', related)
+    assert 'id="graph-more"' not in first.text  # 20 memories and a few entities: under 60 nodes
+
+
+async def test_a_memory_with_many_entities_draws_60_nodes_and_says_how_many_more(client):
+    m = client.ids[2]
+    async with client.engine.store._connection() as conn:
+        await conn.execute(
+            "WITH e AS (INSERT INTO memlane_entities (project, key, name, kind)"
+            " SELECT 'acme', 'many ' || i, 'Many ' || i, 'thing' FROM generate_series(1, 70) AS i RETURNING id)"
+            " INSERT INTO memory_entities (memory_id, entity_id) SELECT %s, id FROM e",
+            (m,),
+        )
+    r = await client.get(f"/memories/{m}")
+    svg = r.text[r.text.index("<svg") : r.text.index("</svg>")]
+    assert svg.count('<a href="') == 60
+    more = re.search(r'id="graph-more">(\d+) more', r.text)
+    entities = await client.engine.memory_entities([m])
+    linked = {link.memory.id for link in await client.engine.memory_links(m)}
+    assert more and int(more.group(1)) == 1 + len(entities) + len(linked) - 60
