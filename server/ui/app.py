@@ -257,6 +257,13 @@ async def memory(request: Request, engine: Engine) -> Response:
     for e in entities:
         nodes.append(graph_svg.Node(f"e:{e.id}", e.name, f"{root}/entities/{e.id}", "entity", 1))
         edges.append((f"m:{m.id}", f"e:{e.id}", "mentions"))
+    # The second hop: a few other memories that mention its first entities (one index read each).
+    for e in entities[:8]:
+        others, _ = await engine.entity_memories(e.id, limit=4)
+        for o in others:
+            if o.id != m.id:
+                nodes.append(graph_svg.Node(f"m:{o.id}", o.content, f"{root}/memories/{o.id}", "memory", 2))
+                edges.append((f"m:{o.id}", f"e:{e.id}", "mentions"))
     graph = graph_svg.bounded(nodes, edges)
     return page(
         request,

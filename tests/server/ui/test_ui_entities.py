@@ -131,6 +131,7 @@ async def test_memory_page_lists_entities_links_topics_and_graph(client):
     assert "relates_to" in links or "same_time" in links or "No links" in links
     svg = r.text[r.text.index("<svg") : r.text.index("</svg>")]
     assert f'href="/entities/{alice}"' in svg
+    assert f'href="/memories/{client.ids[0]}"' in svg  # two hops: memory -> Alice -> another memory
 
 
 async def test_entity_names_and_memory_text_are_escaped_everywhere(client):
@@ -192,4 +193,8 @@ async def test_a_memory_with_many_entities_draws_60_nodes_and_says_how_many_more
     more = re.search(r'id="graph-more">(\d+) more', r.text)
     entities = await client.engine.memory_entities([m])
     linked = {link.memory.id for link in await client.engine.memory_links(m)}
-    assert more and int(more.group(1)) == 1 + len(entities) + len(linked) - 60
+    second_hop = set()
+    for _, e in entities[:8]:
+        second_hop |= {o.id for o in (await client.engine.entity_memories(e.id, limit=4))[0]}
+    drawn = {m} | linked | second_hop
+    assert more and int(more.group(1)) == len(drawn) + len(entities) - 60
