@@ -347,15 +347,55 @@ async def recall(request: Request, engine: Engine) -> Response:
         arms: list[str] = []  # every arm any candidate has a score on, in order of appearance
         for c in result.ranked:
             arms.extend(a for a in c.arm_scores if a not in arms)
+        trace, arm_hits = _arm_hits(trace, result)
         context.update(
             result=result,
             trace=trace,
+            arm_hits=arm_hits,
             picture=charts.trace_picture(trace),
             arms=arms,
             ranked=result.ranked[:100],
             returned=returned,
         )
     return page(request, "recall.html", **context)
+
+
+def _arm_hits(trace: dict[str, Any], result) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Each arm's own ranked list from the retrieval stage's ``detail.hits`` (an explained recall),
+    with the memory when it is a candidate and, for the graph arm, the entry points and paths that
+    reached it (``detail.graph.reached``). Returns the trace without those two (the stage table
+    would print them as JSON) and the lists, in the order retrieval made them."""
+    memories = {str(c.memory.id): c.memory for c in result.ranked}
+    stages = []
+    hits: dict[str, list] = {}
+    reached: dict[str, list] = {}
+    for s in trace.get("stages", []):
+        detail = s.get("detail") or {}
+        if "hits" in detail:
+            detail = dict(detail)
+            hits = detail.pop("hits")
+            if isinstance(detail.get("graph"), dict) and "reached" in detail["graph"]:
+                detail["graph"] = {k: v for k, v in detail["graph"].items() if k != "reached"}
+                reached = s["detail"]["graph"]["reached"]
+            s = {**s, "detail": detail}
+        stages.append(s)
+    lists = [
+        {
+            "arm": name,
+            "hits": [
+                {
+                    "rank": i,
+                    "id": mid,
+                    "score": score,
+                    "memory": memories.get(mid),
+                    "reached": reached.get(mid, []),
+                }
+                for i, (mid, score) in enumerate(found, 1)
+            ],
+        }
+        for name, found in hits.items()
+    ]
+    return {**trace, "stages": stages}, lists
 
 
 async def stats(request: Request, engine: Engine) -> Response:

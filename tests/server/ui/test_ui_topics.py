@@ -140,3 +140,39 @@ async def test_search_applies_the_topic_and_fact_type_filters(client):
     assert r.status_code == 200
     facts = {i: (await client.engine.get(i)).fact_type for i in client.ids}
     assert all(facts[i] == "opinion" for i in _listed(r.text, client.ids))
+
+
+def _section(html: str, arm: str) -> str:
+    start = html.index(f'id="arm-{arm}"')
+    return html[start : html.index("</section>", start)]
+
+
+async def test_recall_explorer_lists_each_arms_hits_and_the_graph_entry_points(client):
+    r = await client.get("/recall", params={"q": "Where did Carol move to?", "project": "acme"})
+    assert r.status_code == 200
+    assert 'id="candidates"' in r.text  # the per-candidate table stays
+    for arm in ("vector", "keyword", "graph"):
+        assert f'id="arm-{arm}"' in r.text, arm
+    graph = _section(r.text, "graph")
+    hiking, lisbon = client.ids[3], client.ids[4]
+    assert f"/memories/{hiking}" in graph or f"/memories/{lisbon}" in graph
+    assert "Reached from" in graph
+    assert "entry memory" in graph or "entity carol" in graph.lower()
+    keyword = _section(r.text, "keyword")
+    assert f"/memories/{lisbon}" in keyword and '<td class="num">1</td>' in keyword
+    stages = r.text[r.text.index('id="stages"') : r.text.index('id="returned"')]
+    assert "<dt>hits</dt>" not in stages and "reached" not in stages  # not dumped as JSON there
+
+
+async def test_recall_explorer_shows_the_temporal_arm_for_a_date_question(client):
+    r = await client.get("/recall", params={"q": "What did I do in May 2023?", "project": "acme"})
+    assert r.status_code == 200
+    temporal = _section(r.text, "temporal")
+    assert f"/memories/{client.ids[3]}" in temporal  # happened 2023-05-14
+    assert f"/memories/{client.ids[4]}" not in temporal  # happened 2024
+
+
+async def test_recall_explorer_escapes_memory_text_in_arm_lists(client):
+    r = await client.get("/recall", params={"q": "banner scripts", "project": "acme"})
+    assert r.status_code == 200 and "<script>" not in r.text
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in _section(r.text, "keyword")
