@@ -36,7 +36,7 @@ from memlane.pipeline.records import (
 from memlane.pipeline.remember import ingest, topics_llm
 from memlane.pipeline.remember import pipeline as remember_pipeline
 from memlane.pipeline.remember.context import WriteContext
-from memlane.pipeline.remember.facttypes import fact_types_filter
+from memlane.pipeline.remember.facttypes import fact_type_value, fact_types_filter
 from memlane.pipeline.remember.ingest import IngestResult
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
@@ -503,6 +503,8 @@ class Engine:
         category: Any = None,
         tags: Any = None,
         pinned: bool | None = None,
+        topic: Any = None,
+        fact_type: Any = None,
         since: Any = None,
         until: Any = None,
         cursor: str | None = None,
@@ -521,6 +523,8 @@ class Engine:
             category=v.category_name(category),
             tags=v.tag_list(tags, self.config.remember.max_tags),
             pinned=pinned,
+            topic=(topics_filter(topic) or (None,))[0] if topic is not None else None,
+            fact_type=fact_type_value(fact_type),
             since=v.parse_datetime(since, "since"),
             until=v.parse_datetime(until, "until"),
             cursor=cursor,
@@ -539,6 +543,11 @@ class Engine:
 
     async def project_categories(self, project: Any) -> list[tuple[str | None, int]]:
         return await self.store.project_categories(v.project_name(project, self.config.default_project))
+
+    async def project_topics(self, project: Any) -> list[tuple[str, int, list[str], str | None]]:
+        """(topic, memories, key terms, summary) of the project's automatic and fixed topics."""
+        fixed = [t.name for t in self.config.topics.custom_topics]
+        return await self.store.project_topics(v.project_name(project, self.config.default_project), fixed)
 
     async def category_names(self, project: Any) -> list[str]:
         return await self.store.category_names(v.project_name(project, self.config.default_project))

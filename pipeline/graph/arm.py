@@ -151,10 +151,12 @@ async def _resolved(value):
 
 
 async def spreading_activation(
-    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg
+    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg, track: bool = False
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
     """Activation received by each memory node, and what the run did. ``query_entities`` may be
-    an awaitable: it is looked up while the entry points' neighbourhood is read."""
+    an awaitable: it is looked up while the entry points' neighbourhood is read. ``track`` (an
+    explained recall): ``info["reached"]`` says, per memory, the entry point its strongest chain of
+    gains started from and the nodes on that chain."""
     import networkx as nx  # here: 0.2 s to import, on a server's start-up path otherwise
 
     g = nx.Graph()
@@ -197,6 +199,7 @@ async def spreading_activation(
     heap = [(-a, str(node[1]), node) for node, a in activation.items()]
     heapq.heapify(heap)
     expanded: set[tuple] = set()
+    via: dict[tuple, tuple[float, tuple]] = {}  # node -> (best gain, the node it came from), if track
     while heap and len(expanded) < budget:
         _, _, node = heapq.heappop(heap)
         if node in expanded or node not in g:
@@ -214,18 +217,30 @@ async def spreading_activation(
                 continue
             received[nb] += gain
             activation[nb] += gain
+            if track and gain > via.get(nb, (0.0,))[0]:
+                via[nb] = (gain, node)
             if nb not in expanded:
                 heapq.heappush(heap, (-activation[nb], str(nb[1]), nb))
     scores = {node[1]: v for node, v in received.items() if node[0] == "m" and v > 0}
-    return scores, {
+    info: dict[str, Any] = {
         "nodes_loaded": g.number_of_nodes(),
         "edges_loaded": g.number_of_edges(),
         "expanded": len(expanded),
     }
+    if track:
+        reached = {}
+        for mid, v in scores.items():
+            chain, node = [], ("m", mid)
+            while node in via and len(chain) < 8 and node not in chain:
+                chain.append(node)
+                node = via[node][1]
+            reached[mid] = [(("m", node[1]) if node[0] == "m" else node, "activation", v, chain[:0:-1])]
+        info["reached"] = reached
+    return scores, info
 
 
 async def mpfp(
-    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg
+    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg, track: bool = False
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
     """Forward push along each meta-path from the entry points (each with its activation, the
     question's entities with 1), summed over the paths and capped at 1: a memory's score is the
@@ -233,7 +248,10 @@ async def mpfp(
 
     The paths are independent and run in step: the hop of every path at one depth is one read
     (one round trip), so two-step paths cost two round trips in all. ``query_entities`` may be an
-    awaitable (the lookup still running): only the entity path's second step waits for it."""
+    awaitable (the lookup still running): only the entity path's second step waits for it.
+    ``track`` (an explained recall): ``info["reached"]`` says, per memory, which entry points (or
+    question entities) its mass came from, along which meta-path; the push already keeps where
+    each node's mass came from, so this only keeps it past settling."""
     # The budget is shared by every step of every path, in equal parts; when it is smaller than
     # the number of steps, the first steps (in META_PATHS order) get one node each.
     per_step = max(1, budget // sum(len(p) for p in META_PATHS.values()))
@@ -244,7 +262,7 @@ async def mpfp(
         for _ in path:
             rooms[name].append(min(per_step, left))
             left -= rooms[name][-1]
-    pushes = {name: _Push(seeds) for name in META_PATHS}
+    pushes = {name: _Push(seeds, track) for name in META_PATHS}
     for depth in range(max(len(p) for p in META_PATHS.values())):
         asks: dict[str, tuple[str, dict]] = {}
         for name, path in META_PATHS.items():
@@ -271,17 +289,38 @@ async def mpfp(
             total[n] += v
     scores = {n: min(v, 1.0) for n, v in total.items()}
     expanded = sum(p.expanded for p in pushes.values())
-    return scores, {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
+    info: dict[str, Any] = {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
+    if track:
+        reached: dict[UUID, list] = defaultdict(list)
+        for name, push in pushes.items():
+            for n, origins in push.origins.items():
+                if isinstance(n, UUID):
+                    reached[n].extend((_origin(o), name, mass, []) for o, mass in origins.items() if mass > 0)
+        info["reached"] = dict(reached)
+    return scores, info
+
+
+def _origin(node) -> tuple:
+    """An entry point as a node: ("m", memory id) or ("e", entity id)."""
+    return node if isinstance(node, tuple) else ("m", node)
 
 
 class _Push:
     """One meta-path's forward push: where the mass is, and where it came from."""
 
-    def __init__(self, seeds: dict[UUID, float]) -> None:
+    def __init__(self, seeds: dict[UUID, float], track: bool = False) -> None:
         # node -> where its mass came from (an entry point or a question entity) -> mass
         self.residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
         self.settled: dict[Any, float] = defaultdict(float)
         self.expanded = 0
+        self.track = track  # keep the settled mass per origin too (``origins``): explained recalls
+        self.origins: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
+
+    def _settle(self, node, origins: dict[Any, float], share: float) -> None:
+        self.settled[node] += share * sum(origins.values())
+        if self.track:
+            for origin, r in origins.items():
+                self.origins[node][origin] += share * r
 
     def frontier(self, room: int) -> dict[Any, dict[Any, float]]:
         """The (at most ``room``) nodes holding the most mass, above ``PUSH_EPSILON``."""
@@ -294,7 +333,7 @@ class _Push:
         self.expanded += len(frontier)
         nxt: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
         for node, origins in frontier.items():
-            self.settled[node] += keep * sum(origins.values())
+            self._settle(node, origins, keep)
             edges = out.get(node, [])
             norm = sum(w for _, w in edges)
             if norm <= 0:
@@ -308,7 +347,7 @@ class _Push:
     def settle(self) -> dict[UUID, float]:
         """The mass each memory holds at the end."""
         for node, origins in self.residual.items():
-            self.settled[node] += sum(origins.values())
+            self._settle(node, origins, 1.0)
         return {n: v for n, v in self.settled.items() if isinstance(n, UUID) and v > 0}
 
 
@@ -351,7 +390,7 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
     scores: dict[UUID, float] = {}
     try:
         if seeds or await looked_up:  # (without entry points, only the question's entities can start)
-            scores, info = await algorithm(loader, seeds, looked_up, budget, cfg)
+            scores, info = await algorithm(loader, seeds, looked_up, budget, cfg, ctx.request.explain)
             detail.update(info)
         query_entities = await looked_up
     finally:
@@ -370,4 +409,25 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
     # Activation received can add up past 1.
     ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], str(kv[0])))
+    if "reached" in detail:
+        detail["reached"] = _reached(detail["reached"], ranked[:limit], query_entities)
     return Expansion(ranked[:limit], detail)
+
+
+def _reached(reached: dict[UUID, list], ranked, entity_names: dict[int, str], most: int = 3) -> dict:
+    """The trace's ``detail.graph.reached``: for each hit of the arm, its strongest (at most
+    ``most``) entry points: ``{"from": "memory <id>" | "entity <name or id>", "path": meta-path or
+    "activation", "mass", "via": [nodes between]}``."""
+
+    def label(node) -> str:
+        kind, key = node
+        return f"memory {key}" if kind == "m" else f"entity {entity_names.get(key, key)}"
+
+    out = {}
+    for mid, _ in ranked:
+        ways = sorted(reached.get(mid, []), key=lambda w: (-w[2], str(w[0]), w[1]))[:most]
+        out[str(mid)] = [
+            {"from": label(o), "path": path, "mass": round(mass, 4), "via": [label(n) for n in via]}
+            for o, path, mass, via in ways
+        ]
+    return out

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 # the gain over sequential is already most of what parallelism can give on a 2-core machine.
 MAX_PARALLEL_SEARCHES = 2
 
+HITS_EXPLAINED = 50  # per arm list, in an explained recall's trace (detail.hits)
+
 
 async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     active = resolve(ctx.arms)
@@ -200,6 +202,11 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             out.add_list(arm.name, await arm.run(ctx, query, out))
     _keep_admitted(out, req)
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
+    if req.explain:  # each arm's own ranked list, for the recall explorer (ids: the trace is JSON)
+        detail["hits"] = {
+            name: [[str(m.id), round(score, 4)] for m, score in hits[:HITS_EXPLAINED]]
+            for name, hits in out.lists.items()
+        }
     if vectors and ctx.embedder.calibration is not None:
         detail["calibration"] = {"model": ctx.embedder.model_id, **ctx.embedder.calibration}
     if degraded is not None:

@@ -99,6 +99,8 @@ class BrowseQueries:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         pinned: bool | None = None,
+        topic: str | None = None,
+        fact_type: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         cursor: str | None = None,
@@ -106,7 +108,8 @@ class BrowseQueries:
         limit: int = 50,
     ) -> BrowsePage:
         """One page of a project's memories (expired ones too: the browser shows what is stored),
-        with their access counts. ``since``/``until`` bound when each memory happened (``WHEN``)."""
+        with their access counts. ``since``/``until`` bound when each memory happened (``WHEN``);
+        ``topic`` keeps the memories with that topic (the GIN index of migration 0007)."""
         if sort not in SORT_KEYS:
             raise InvalidInput(f"sort must be one of {', '.join(SORT_KEYS)}; got {sort!r}")
         keys = SORT_KEYS[sort]
@@ -120,6 +123,12 @@ class BrowseQueries:
         if pinned is not None:
             filters.append("m.pinned = %s")
             params.append(pinned)
+        if topic is not None:
+            filters.append("m.topics @> ARRAY[%s]::text[]")
+            params.append(topic)
+        if fact_type is not None:
+            filters.append("m.fact_type = %s")
+            params.append(fact_type)
         if since is not None:
             filters.append(f"{WHEN} >= %s")
             params.append(since)
@@ -195,6 +204,28 @@ class BrowseQueries:
                 (project,),
             )
             return [(c, int(n)) for c, n in await cur.fetchall()]
+
+    async def project_topics(
+        self, project: str, fixed: list[str] | tuple[str, ...] = ()
+    ) -> list[tuple[str, int, list[str], str | None]]:
+        """(topic, memories, key terms, summary) of a project's topics, largest first. An automatic
+        topic's count is ``memlane_topics.members`` (kept by the write path, no scan); a fixed topic
+        (configured, not stored) is counted through the topics GIN index. The summary is the
+        category summary of the same name (a memory's first topic became its category)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH t(name, members, key_terms) AS ("
+                " SELECT name, members, key_terms FROM memlane_topics WHERE project = %(p)s AND members > 0"
+                " UNION ALL SELECT f.name, (SELECT count(*) FROM memories m"
+                "  WHERE m.project = %(p)s AND m.topics @> ARRAY[f.name]), '{}'::text[]"
+                "  FROM unnest(%(f)s::text[]) AS f(name)"
+                "  WHERE NOT EXISTS (SELECT 1 FROM memlane_topics a WHERE a.project = %(p)s AND a.name = f.name))"
+                " SELECT t.name, t.members, t.key_terms, s.summary FROM t"
+                " LEFT JOIN category_summaries s ON s.project = %(p)s AND s.category = t.name"
+                " WHERE t.members > 0 ORDER BY t.members DESC, t.name",
+                {"p": project, "f": list(fixed)},
+            )
+            return [(n, int(c), list(k), s) for n, c, k, s in await cur.fetchall()]
 
     async def category_names(self, project: str) -> list[str]:
         """The distinct categories of one project, for a filter menu, without reading every row:

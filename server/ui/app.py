@@ -37,6 +37,7 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
+from memlane.pipeline.remember.facttypes import FACT_TYPES
 from memlane.pipeline.store.browse import SORT_KEYS
 from memlane.server.ui import charts, forms, graph_svg
 from memlane.server.ui.metrics import RECALLS, RecallLog
@@ -172,6 +173,10 @@ async def project(request: Request, engine: Engine) -> Response:
     pinned = {"": None, "yes": True, "no": False}.get(qp.get("pinned", ""), "bad")
     if pinned == "bad":
         raise forms.BadRequest(f"pinned must be yes, no or empty; got {qp.get('pinned')!r}")
+    fact_type = forms.choice(qp.get("fact_type"), "fact_type", FACT_TYPES, "")
+    topic = qp.get("topic", "").strip().lower()
+    if len(topic) > 64:
+        raise forms.BadRequest(f"topic must be a topic name of at most 64 characters; got {topic[:70]!r}…")
     filters = {
         "q": q,
         "sort": forms.choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
@@ -179,6 +184,8 @@ async def project(request: Request, engine: Engine) -> Response:
         "category": category or "",
         "tag": ", ".join(tags),
         "pinned": qp.get("pinned", ""),
+        "topic": topic,
+        "fact_type": fact_type,
         "since": qp.get("since", ""),
         "until": qp.get("until", ""),
     }
@@ -191,6 +198,8 @@ async def project(request: Request, engine: Engine) -> Response:
         "filters": filters,
         # Names only: counting them would read the whole project on every page.
         "categories": await engine.category_names(name),
+        "topics": await engine.project_topics(name),
+        "fact_types": FACT_TYPES,
         "notice": {"forgotten": "The memory was forgotten."}.get(qp.get("done", ""), ""),
     }
     if q:
@@ -202,6 +211,8 @@ async def project(request: Request, engine: Engine) -> Response:
             max_tokens=10**9,  # a list to look at, not a context window: no token budget
             category=category,
             tags=tags,
+            topics=[topic] if topic else None,
+            fact_types=[fact_type] if fact_type else None,
             explain=True,
         )
         result = await engine.recall(req, touch=False)
@@ -217,6 +228,8 @@ async def project(request: Request, engine: Engine) -> Response:
             category=category,
             tags=tags,
             pinned=pinned,
+            topic=topic or None,
+            fact_type=fact_type or None,
             since=filters["since"] or None,
             until=filters["until"] or None,
             cursor=cursor,
@@ -428,15 +441,55 @@ async def recall(request: Request, engine: Engine) -> Response:
         arms: list[str] = []  # every arm any candidate has a score on, in order of appearance
         for c in result.ranked:
             arms.extend(a for a in c.arm_scores if a not in arms)
+        trace, arm_hits = _arm_hits(trace, result)
         context.update(
             result=result,
             trace=trace,
+            arm_hits=arm_hits,
             picture=charts.trace_picture(trace),
             arms=arms,
             ranked=result.ranked[:100],
             returned=returned,
         )
     return page(request, "recall.html", **context)
+
+
+def _arm_hits(trace: dict[str, Any], result) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Each arm's own ranked list from the retrieval stage's ``detail.hits`` (an explained recall),
+    with the memory when it is a candidate and, for the graph arm, the entry points and paths that
+    reached it (``detail.graph.reached``). Returns the trace without those two (the stage table
+    would print them as JSON) and the lists, in the order retrieval made them."""
+    memories = {str(c.memory.id): c.memory for c in result.ranked}
+    stages = []
+    hits: dict[str, list] = {}
+    reached: dict[str, list] = {}
+    for s in trace.get("stages", []):
+        detail = s.get("detail") or {}
+        if "hits" in detail:
+            detail = dict(detail)
+            hits = detail.pop("hits")
+            if isinstance(detail.get("graph"), dict) and "reached" in detail["graph"]:
+                detail["graph"] = {k: v for k, v in detail["graph"].items() if k != "reached"}
+                reached = s["detail"]["graph"]["reached"]
+            s = {**s, "detail": detail}
+        stages.append(s)
+    lists = [
+        {
+            "arm": name,
+            "hits": [
+                {
+                    "rank": i,
+                    "id": mid,
+                    "score": score,
+                    "memory": memories.get(mid),
+                    "reached": reached.get(mid, []),
+                }
+                for i, (mid, score) in enumerate(found, 1)
+            ],
+        }
+        for name, found in hits.items()
+    ]
+    return {**trace, "stages": stages}, lists
 
 
 async def stats(request: Request, engine: Engine) -> Response:

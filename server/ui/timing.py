@@ -39,10 +39,11 @@ CATEGORIES = ["preference", "decision", "fact", "incident", "person", "todo"]
 
 FILL = """
 INSERT INTO memories (project, content, content_hash, embedding, category, tags, priority, pinned,
-                      occurred_at, created_at)
+                      occurred_at, created_at, topics, fact_type)
 SELECT 'big', c, md5(c || g), e, (%(cats)s::text[])[1 + g %% 6], ARRAY[(%(things)s::text[])[1 + g %% 16]],
        1 + g %% 5, g %% 97 = 0,
-       now() - (g %% 700) * interval '1 day', now() - (g %% 700) * interval '1 day' - g * interval '1 second'
+       now() - (g %% 700) * interval '1 day', now() - (g %% 700) * interval '1 day' - g * interval '1 second',
+       ARRAY[(%(things)s::text[])[1 + (g / 240) %% 16]], (ARRAY['world', 'experience', 'opinion'])[1 + g %% 3]
   FROM (SELECT g,
                (%(people)s::text[])[1 + g %% 20] || ' ' || (%(verbs)s::text[])[1 + (g / 20) %% 12] || ' the '
                || (%(things)s::text[])[1 + (g / 240) %% 16] || ' ' || (%(things)s::text[])[1 + (g / 7) %% 16]
@@ -69,6 +70,13 @@ async def fill(engine: Engine, n: int) -> None:
         for lo in range(have + 1, n + 1, 20000):
             await conn.execute(FILL, {**words, "lo": lo, "hi": min(n, lo + 19999)})
             print(f"stored {min(n, lo + 19999)} memories", flush=True)
+        # The automatic topics with their counts, as the write path keeps them (memlane_topics).
+        await conn.execute(
+            "INSERT INTO memlane_topics (project, name, centroid_sum, members)"
+            " SELECT 'big', t, array_fill(0, ARRAY[384])::vector, count(*) FROM memories, unnest(topics) AS t"
+            " WHERE project = 'big' GROUP BY t"
+            " ON CONFLICT (project, name) DO UPDATE SET members = excluded.members"
+        )
         await conn.execute("SET maintenance_work_mem = '512MB'")
         async with conn.transaction():
             await vectors.create_index(conn, "big")
@@ -111,6 +119,8 @@ async def measure(n: int, data_dir: Path, runs: int) -> None:
                 "list, sort=occurred + date range": "/projects/big?sort=occurred&since=2025-01-01&until=2025-06-01",
                 "list, category + tag filter": "/projects/big?category=incident&tag=redis",
                 "list, pinned": "/projects/big?pinned=yes",
+                "list, topic filter": "/projects/big?topic=redis",
+                "list, topic + fact type filter": "/projects/big?topic=redis&fact_type=opinion",
                 "search (?q=, recall)": "/projects/big?q=who+migrated+the+billing+database",
                 "one memory": f"/memories/{memory_id}",
                 "recall explorer": "/recall?project=big&q=who+migrated+the+billing+database&mode=full",

@@ -732,3 +732,25 @@ async def test_ingest_links_related_pieces_as_maintain_rebuilds_them(engine, dat
         conn.execute("TRUNCATE memory_links, memory_entities, memory_linked, memlane_entities")
     await maintain.maintain(engine, ["links"])
     assert links(database_url, "relates_to") == before
+
+
+@pytest.mark.parametrize("method", ["mpfp", "activation"])
+async def test_an_explained_recall_traces_the_entry_points_and_paths_of_each_graph_hit(engine, method):
+    await seed_conversation(engine)
+    engine.config = engine.config.model_copy(
+        update={"recall": engine.config.recall.model_copy(update={"graph": method})}
+    )
+    q = "What did Caroline adopt from the shelter?"
+    res = await engine.recall(engine.recall_request(q, explain=True))
+    retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
+    reached, hits = retrieval.detail["graph"]["reached"], retrieval.detail["hits"]
+    graph_ids = [i for i, _ in hits["graph"]]
+    assert graph_ids and set(graph_ids) <= set(reached)
+    ways = [w for i in graph_ids for w in reached[i]]
+    assert ways and all(w["from"].startswith(("memory ", "entity ")) and w["mass"] > 0 for w in ways)
+    paths = {w["path"] for w in ways}
+    assert paths <= set(graph.META_PATHS) if method == "mpfp" else paths == {"activation"}
+    assert {"vector", "keyword", "graph"} <= set(hits)  # every arm's own list, ranked
+    plain = await engine.recall(engine.recall_request(q))  # not explained: nothing more is kept
+    retrieval = next(s for s in plain.trace.stages if s.stage == "retrieval")
+    assert "reached" not in retrieval.detail["graph"] and "hits" not in retrieval.detail
