@@ -104,8 +104,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def seed(config: EngineConfig) -> str:
-    """Store the demo; returns the id of the memory to photograph."""
+async def seed(config: EngineConfig) -> tuple[str, int]:
+    """Store the demo; returns the ids of the memory and the entity to photograph."""
     engine = Engine(config)
     await engine.open()
     try:
@@ -134,12 +134,15 @@ async def seed(config: EngineConfig) -> str:
             await conn.execute("UPDATE memories SET created_at = occurred_at, updated_at = occurred_at")
         for project, question in QUESTIONS * 2:  # recalls that count accesses: "most recalled"
             await engine.recall(engine.recall_request(question, project=project))
-        return chosen
+        # The entity page: the billing project's most mentioned entity.
+        listed = (await engine.project_entities("acme-billing", limit=500)).entities
+        entity = max(listed, key=lambda e: (e.mentions, e.name))
+        return chosen, entity.id
     finally:
         await engine.close()
 
 
-def shoot(base: str, memory_id: str, output: Path) -> list[Path]:
+def shoot(base: str, memory_id: str, entity_id: int, output: Path) -> list[Path]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -157,6 +160,8 @@ def shoot(base: str, memory_id: str, output: Path) -> list[Path]:
         ("project", "/projects/acme-billing"),
         ("search", "/projects/acme-billing?q=deploy+on+friday"),
         ("memory", f"/memories/{memory_id}"),
+        ("entities", "/projects/acme-billing/entities"),
+        ("entity", f"/entities/{entity_id}"),
         (
             "recall",
             "/recall?project=acme-billing&q=which+database+did+we+pick+for+billing+and+why%3F&mode=full",
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     # stopped the embedded server that lives in it.
     atexit.register(shutil.rmtree, data_dir, True)
     config = EngineConfig(data_dir=data_dir)
-    memory_id = asyncio.run(seed(config))
+    memory_id, entity_id = asyncio.run(seed(config))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
     memlane = str(Path(sys.executable).with_name("memlane"))
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("memlane ui did not start", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-        for path in shoot(f"http://127.0.0.1:{port}", memory_id, output):
+        for path in shoot(f"http://127.0.0.1:{port}", memory_id, entity_id, output):
             print(path)
     finally:
         proc.terminate()
