@@ -14,12 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from memlane.pipeline import access, maintain
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
-from memlane.pipeline.config import LLM_STAGES, EngineConfig
+from memlane.pipeline.config import LLM_STAGES, EngineConfig, data_dir_of
 from memlane.pipeline.errors import InvalidInput, StoreError
 from memlane.pipeline.llm.service import LLMService
 from memlane.pipeline.providers.embedding import BUILTIN_MODELS, is_explicit, make_embedder
@@ -55,10 +53,6 @@ MODES = ("auto", "fast", "full")
 WARM_AT_CLOSE_S = 30.0  # the longest a closing engine waits for its model to finish loading
 
 
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("memlane", appauthor=False))
-
-
 class Engine:
     def __init__(
         self, config: EngineConfig, *, embedder: Embedder | None = None, llm: LLM | None = None
@@ -78,7 +72,7 @@ class Engine:
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.config.data_dir or default_data_dir()).expanduser()
+        return data_dir_of(self.config.data_dir)
 
     _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
     _watcher: asyncio.Task | None = None

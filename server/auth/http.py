@@ -42,7 +42,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memlane.pipeline.access import ALL, LOCAL, Principal
-from memlane.pipeline.engine import default_data_dir
+from memlane.pipeline.config import data_dir_of
 from memlane.server.auth.token_store import TokenStore, env_records
 from memlane.server.settings import Settings
 
@@ -55,7 +55,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 def tokens_path(settings: Settings) -> Path:
     if settings.auth.tokens_file is not None:
         return Path(settings.auth.tokens_file).expanduser()
-    return Path(settings.data_dir or default_data_dir()).expanduser() / "tokens.json"
+    return data_dir_of(settings.data_dir) / "tokens.json"
 
 
 def token_store(settings: Settings) -> TokenStore:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memlane.pipeline.engine import default_data_dir
+from memlane.pipeline.config import data_dir_of
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.store import backup as backups
 from memlane.pipeline.store.embedded import EmbeddedPostgres
@@ -21,7 +21,7 @@ TOKENS = "tokens.json"  # the name the tokens file has inside a backup's manifes
 
 
 def data_dir(settings: Settings) -> Path:
-    return Path(settings.data_dir or default_data_dir()).expanduser()
+    return data_dir_of(settings.data_dir)
 
 
 def _dsn(settings: Settings) -> tuple[str, str]:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memlane.pipeline.config import data_dir_of
 from memlane.server.mcp import stdio_front
 from memlane.server.version import VERSION
 
@@ -47,9 +48,7 @@ def first_line(settings: Settings, transport: str, host: str, port: int) -> str:
     if url is not None:
         where = f"memories in {_database_name(url.get_secret_value())} (external PostgreSQL)"
     else:
-        where = (
-            f"memories in {Path(settings.data_dir or _default_data_dir()).expanduser()} (embedded PostgreSQL)"
-        )
+        where = f"memories in {data_dir_of(settings.data_dir)} (embedded PostgreSQL)"
     if transport == "stdio":
         how = f"serving stdio; connect a client with `memlane setup claude-desktop` ({CLIENTS})"
     elif transport == "http":
@@ -88,9 +87,3 @@ def announce(settings: Settings, transport: str, host: str, port: int) -> None:
     log.info("%s", first_line(settings, transport, host, port))
     if transport == "stdio" and _stdin_is_terminal():
         print(at_a_terminal(_command()), file=sys.stderr, flush=True)
-
-
-def _default_data_dir() -> Path:
-    import platformdirs  # the engine's default (pipeline/engine.py), without importing the engine
-
-    return Path(platformdirs.user_data_dir("memlane", appauthor=False))

@@ -69,7 +69,7 @@ def test_environment_overrides_the_file_and_nested_keys_merge(tmp_path, monkeypa
 def test_an_empty_environment_variable_counts_as_unset(tmp_path, monkeypatch):
     """A host that fills the environment from a form (an MCP bundle's user_config) passes "" for a
     field left blank: that is the default, never "." for the data directory or "" for a key."""
-    from memlane.pipeline.engine import default_data_dir
+    from memlane.pipeline.config import default_data_dir
 
     cfg = tmp_path / "c.toml"
     cfg.write_text('default_project = "work"\n')
