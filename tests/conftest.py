@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.providers.embedding import make_embedder
 from memlane.pipeline.store.embedded import start_embedded
+from memlane.server.bench.postgres import StandalonePostgres
 from memlane.server.settings import Settings, load
 
 # Every temporary directory of the session (the embedded servers' data directories among them, about
@@ -86,6 +88,24 @@ def own_data_dir() -> Iterator[Path]:
 def database_url(pg_root) -> str:
     """A new, empty database on the session server: each test sees only its own memories."""
     return new_database(pg_root)
+
+
+@pytest.fixture(scope="session")
+def external_pg() -> Iterator[StandalonePostgres]:
+    """A standalone PostgreSQL 18 + pgvector server for the session, started with initdb and pg_ctl
+    from the embedded package's binaries on its own port, as an external server memlane did not
+    start (memlane reaches it only by ``database.url``). Stopped when the session ends."""
+    server = StandalonePostgres(Path(tempfile.mkdtemp(prefix="memlane-test-external-"))).init().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def external_url(external_pg) -> str:
+    """A fresh database on the external server, owned by a new login role that is not a superuser,
+    with the vector extension created beforehand (as a managed service's admin would): its URL."""
+    name = "app_" + uuid.uuid4().hex[:10]
+    return external_pg.create_app_database(name, name)
 
 
 @pytest.fixture(scope="session")
