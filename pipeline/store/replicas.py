@@ -51,11 +51,12 @@ MAX_CALLERS = 10_000  # recorded write positions kept (the least recently writte
 # been replayed by the time the client asks), then sleeps doubling up to POLL_MAX_S.
 POLL_FIRST_S = 0.001
 POLL_MAX_S = 0.02
+_BEHIND = "behind the primary"
 _INFINITE_LSN = 1 << 64  # "read the primary": a write whose position could not be read
 
-# Errors that mean the replica, not the statement, failed (psycopg.OperationalError covers a lost
-# connection); a recovery conflict cancels a standby's query when replay needs the rows it reads.
-_REPLICA_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.SerializationFailure)
+# At start-up the primary has just run its migrations: a replica still replaying them is waited
+# for this long before it is set aside (then retried every DOWN_S).
+OPEN_PATIENCE_S = 3.0
 
 
 class ReplicaLost(Exception):
@@ -133,14 +134,15 @@ class ReadRoute:
             raise ReplicaLost("no replica connection") from e
         try:
             yield conn
-        except _REPLICA_ERRORS as e:
-            gone = conn.broken or conn.closed or not isinstance(e, psycopg.errors.SerializationFailure)
-            self.fail(_why(e), down=gone)
+        except psycopg.Error as e:
+            # Any error on a replica reruns the recall on the primary, which answers it exactly: a
+            # lost connection (the replica is then set aside a while), a recovery conflict (replay
+            # cancelled the query), a schema the replica has not replayed yet. A statement that
+            # fails on the primary too reports its error from there.
+            if isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+                log.error("a recall wrote on a replica (%s); it runs again on the primary", e)
+            self.fail(_why(e), down=conn.broken or conn.closed)
             raise ReplicaLost(_why(e)) from e
-        except psycopg.errors.ReadOnlySqlTransaction as e:  # a write inside a recall: a bug, not an outage
-            log.error("a recall wrote on a replica (%s); the recall runs again on the primary", e)
-            self.fail("a write in a recall", down=False)
-            raise ReplicaLost(str(e)) from e
         finally:
             await pool.putconn(conn)
 
@@ -193,9 +195,15 @@ class Replica:
             self._probing.add_done_callback(lambda _t: setattr(self, "_probing", None))
         return False
 
-    async def probe(self) -> bool:
-        """Connect directly: a hot standby with this schema gets a pool; otherwise down a while."""
-        why = await self._check()
+    async def probe(self, patience_s: float = 0.0) -> bool:
+        """Connect directly: a hot standby with this schema gets a pool; otherwise down a while.
+        ``patience_s``: how long to wait for a replica that answers but has not replayed the
+        primary's schema yet."""
+        deadline = time.monotonic() + patience_s
+        while (why := await self._check()) is not None and why.startswith(_BEHIND):
+            if time.monotonic() >= deadline or self._closed:
+                break
+            await asyncio.sleep(0.05)
         if why is not None:
             if self.why_down != why:
                 log.warning("read replica %s is not used (%s); retried every %.0f s", self.name, why, DOWN_S)
@@ -229,13 +237,13 @@ class Replica:
                 )
                 recovering, version = await cur.fetchone()
         except psycopg.errors.UndefinedTable:
-            return "no memlane schema there yet"
+            return f"{_BEHIND}: no memlane schema there yet"
         except psycopg.Error as e:
             return _why(e)
         if not recovering:
             return "not a hot standby (pg_is_in_recovery() is false)"
         if version < self._schema_version:
-            return f"its schema is version {version}, older than the primary's {self._schema_version}"
+            return f"{_BEHIND}: schema version {version}, the primary's is {self._schema_version}"
         return None
 
     def mark_down(self, why: str) -> None:
@@ -286,7 +294,7 @@ class Replicas:
     async def open(self) -> None:
         """Probe every replica (bounded by PROBE_TIMEOUT); one that is down is retried later and
         never stops the server from starting: recalls read the primary meanwhile."""
-        await asyncio.gather(*(r.probe() for r in self.replicas))
+        await asyncio.gather(*(r.probe(OPEN_PATIENCE_S) for r in self.replicas))
 
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.replicas), return_exceptions=True)
