@@ -133,7 +133,9 @@ async def test_over_mcp_a_stopped_replica_means_the_primary_answers_then_the_rep
         try:
             await call_ok(client, "remember", {"content": "the release freeze starts on the 20th"})
             for _ in range(3):  # the first finds the dead connections, the next skip the replica
-                out = await call_ok(client, "recall", {"query": "when is the release freeze", "explain": True})
+                out = await call_ok(
+                    client, "recall", {"query": "when is the release freeze", "explain": True}
+                )
                 assert out["trace"]["read_from"] == "primary", out["trace"]
                 assert "read_reason" in out["trace"]
                 assert "20th" in str(out["memories"])
