@@ -113,6 +113,34 @@ async def test_a_paused_replica_is_waited_for_a_bounded_time_then_the_primary_an
         await eng.close()
 
 
+async def test_a_replica_lost_in_the_middle_of_a_recall_means_the_recall_runs_again_on_the_primary(
+    tmp_path, urls, cluster, embedder
+):
+    primary, standby = cluster
+    eng = Engine(_config(tmp_path, urls, wait_ms=5000), embedder=embedder)
+    await eng.open()
+    try:
+        fact = "the build cache is pruned every sunday night"
+        await eng.remember({"content": fact})
+        token = replicas.CALLER.set("a-reader")  # no write recorded: no replay wait, straight to the reads
+        try:
+            assert (await _recall(eng, "when is the build cache pruned")).trace.read["read_from"] == "replica"
+            # The replica's pooled connections die under the pool (as in a standby restart), so the
+            # recall's first read on the replica fails.
+            role = urls[0].split("//")[1].split(":")[0]
+            standby.execute(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+            res = await _recall(eng, "when is the build cache pruned")
+        finally:
+            replicas.CALLER.reset(token)
+        assert res.trace.read["read_from"] == "primary", res.trace.read
+        assert res.trace.read["read_reason"] == "replica failed during the recall"
+        assert fact in [m.content for m, _ in res.memories]
+    finally:
+        await eng.close()
+
+
 async def test_over_mcp_a_stopped_replica_means_the_primary_answers_then_the_replica_again(
     tmp_path, urls, cluster, embedder
 ):
