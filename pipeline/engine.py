@@ -487,6 +487,16 @@ class Engine:
         result.trace.read = route.trace()
         return result
 
+    async def replica_status(self) -> list[dict[str, Any]]:
+        """Each read replica (``database.read_urls``): up or why not, its replay lag (doctor)."""
+        if self.replicas is None:
+            return []
+        try:
+            lsn = replicas.parse_lsn(await self.store.wal_position())
+        except StoreError:
+            lsn = None
+        return await self.replicas.status(lsn)
+
     async def count_accesses(self, result: RecallResult) -> None:
         """One access for each memory a recall returned (best effort: the answer is already there)."""
         if not result.memories:

@@ -7,6 +7,7 @@ The module has its own primary and standby: the tests stop and pause the standby
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import uuid
 from pathlib import Path
@@ -180,3 +181,19 @@ async def test_over_mcp_a_stopped_replica_means_the_primary_answers_then_the_rep
             await asyncio.sleep(0.1)
         assert read_from == "replica", out["trace"]
         assert "20th" in str(out["memories"])
+
+
+def test_doctor_shows_each_replica_and_its_lag(urls, tmp_path, capsys, monkeypatch):
+    from memlane.server.cli.main import main
+
+    url, read_url = urls
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", url)
+    monkeypatch.setenv("MEMLANE_DATABASE__READ_URLS", json.dumps([read_url]))
+    monkeypatch.setenv("MEMLANE_DATA_DIR", str(tmp_path))
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    [replica] = report["read_replicas"]
+    assert code == 0 and replica["up"] is True and replica["lag_bytes"] >= 0, report
+    assert read_url.split("@")[1] == replica["replica"]  # host:port/db, no credentials
+    assert url.split(":")[2].split("@")[0] not in out  # the password
