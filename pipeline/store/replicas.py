@@ -130,8 +130,12 @@ class ReadRoute:
         try:
             conn = await pool.getconn(timeout=ACQUIRE_S)
         except (PoolTimeout, PoolClosed) as e:
-            self.fail(f"no connection within {ACQUIRE_S} s", down=True)
+            # Every connection in use is a busy replica, which stays in the rotation; fewer means
+            # it cannot connect.
+            busy = isinstance(e, PoolTimeout) and self.replica.in_use >= pool.max_size
+            self.fail(f"no connection within {ACQUIRE_S} s" + (" (all busy)" if busy else ""), down=not busy)
             raise ReplicaLost("no replica connection") from e
+        self.replica.in_use += 1
         try:
             yield conn
         except psycopg.Error as e:
@@ -144,6 +148,7 @@ class ReadRoute:
             self.fail(_why(e), down=conn.broken or conn.closed)
             raise ReplicaLost(_why(e)) from e
         finally:
+            self.replica.in_use -= 1
             await pool.putconn(conn)
 
 
@@ -180,6 +185,7 @@ class Replica:
         self._configure = configure
         self._schema_version = schema_version
         self.pool: AsyncConnectionPool | None = None
+        self.in_use = 0  # connections recalls hold now (a pool timeout with all in use: busy, not down)
         self.down_until = 0.0
         self.why_down: str | None = "not probed yet"
         self._probing: asyncio.Task | None = None
