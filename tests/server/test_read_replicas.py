@@ -197,3 +197,15 @@ def test_doctor_shows_each_replica_and_its_lag(urls, tmp_path, capsys, monkeypat
     assert code == 0 and replica["up"] is True and replica["lag_bytes"] >= 0, report
     assert read_url.split("@")[1] == replica["replica"]  # host:port/db, no credentials
     assert url.split(":")[2].split("@")[0] not in out  # the password
+
+
+def test_the_caller_of_a_tool_call_is_its_mcp_session_else_the_one_local_client(tmp_path):
+    from types import SimpleNamespace
+
+    from memlane.server.mcp.state import State
+    from memlane.server.settings import Settings
+
+    state = State(Settings(data_dir=tmp_path))
+    assert state.caller_key(None) == replicas.LOCAL_CALLER  # stdio, the CLI
+    assert state.caller_key(SimpleNamespace(headers=None)) == replicas.LOCAL_CALLER
+    assert state.caller_key(SimpleNamespace(headers={"mcp-session-id": "abc"})) == "session:abc"
