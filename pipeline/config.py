@@ -60,7 +60,7 @@ class DatabaseConfig(Section):
         le=10000,
         description="Read-your-writes: how long a recall waits for its replica to replay the caller's last "
         "write (remember, ingest, update, forget through this server process) before reading the primary "
-        "instead. 0: read the primary whenever the caller has written through this process.",
+        "instead. 0: check the replica once, without waiting.",
     )
 
     @model_validator(mode="after")
