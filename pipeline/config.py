@@ -47,6 +47,30 @@ class DatabaseConfig(Section):
     pool_min: int = Field(default=1, ge=1, le=64, description="Connections the pool keeps open.")
     pool_max: int = Field(default=8, ge=1, le=256, description="Most connections the pool opens.")
     connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the database.")
+    read_urls: list[SecretStr] = Field(
+        default_factory=list,
+        description="Hot standbys of the external database (streaming replicas of database.url) that "
+        "recall reads from, in turn; every write goes to database.url. A replica that is down or behind "
+        "is skipped without an error (recall reads the primary). Secret: set it through "
+        "MEMLANE_DATABASE__READ_URLS as a JSON list, e.g. '[\"postgresql://user:pass@standby1/db\"]'.",
+    )
+    replica_wait_ms: float = Field(
+        default=200.0,
+        ge=0,
+        le=10000,
+        description="Read-your-writes: how long a recall waits for its replica to replay the caller's last "
+        "write (remember, ingest, update, forget through this server process) before reading the primary "
+        "instead. 0: check the replica once, without waiting.",
+    )
+
+    @model_validator(mode="after")
+    def _replicas_of_an_external_primary(self) -> DatabaseConfig:
+        if self.read_urls and self.url is None:
+            raise ValueError(
+                "database.read_urls needs database.url: read replicas are hot standbys of an external "
+                "primary, and the embedded server has none"
+            )
+        return self
 
 
 class EmbeddingConfig(Section):
@@ -852,5 +876,6 @@ def masked_dump(config: BaseModel) -> dict[str, Any]:
         node, value = data, config
         for key in path[:-1]:
             node, value = node[key], getattr(value, key)
-        node[path[-1]] = "set" if getattr(value, path[-1]) is not None else None
+        secret = getattr(value, path[-1])
+        node[path[-1]] = "set" if secret is not None and secret != [] else None
     return data

@@ -40,7 +40,7 @@ from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.remember.topics import Topics, topics_filter
 from memlane.pipeline.remember.topics_llm import TopicsLLM
-from memlane.pipeline.store import Store, backup
+from memlane.pipeline.store import Store, backup, replicas
 from memlane.pipeline.store.browse import BrowsePage, ProjectSummary
 from memlane.pipeline.store.embedded import EmbeddedPostgres, watch_postmaster
 from memlane.pipeline.store.entity_browse import Entity, EntityPage, MemoryLink, entity_id
@@ -69,6 +69,7 @@ class Engine:
         self.dsn_kind = "external" if config.database.url else "embedded"
         self.topics = Topics(config.topics, self.embedder)  # topics and fact types on remember
         self._opened = False
+        self.replicas: replicas.Replicas | None = None  # database.read_urls, once open
 
     @property
     def data_dir(self) -> Path:
@@ -145,6 +146,16 @@ class Engine:
             await store.close()
             raise
         self.store = store
+        if db.read_urls:
+            self.replicas = replicas.Replicas(
+                [u.get_secret_value() for u in db.read_urls],
+                wait_ms=db.replica_wait_ms,
+                pool_min=db.pool_min,
+                pool_max=db.pool_max,
+                configure=store._configure,
+                schema_version=store.schema_version,
+            )
+            await self.replicas.open()
         if self._embedded is not None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(self._embedded, store))
         self._opened = True
@@ -193,6 +204,9 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
             self._watcher = None
+        if self.replicas is not None:
+            await self.replicas.close()
+            self.replicas = None
         if self.store is not None:
             await self.store.close()
             self.store = None
@@ -249,9 +263,11 @@ class Engine:
         content is an acknowledgement that ``filter.exclude_patterns`` names (``content_filter.py``).
         It continues a sequence: its ``source``'s, or without one, ``stream``'s (the caller's
         client) within ``graph.sequence_gap_s`` (``remember_one``)."""
-        return await remember_pipeline.remember_one(
+        out = await remember_pipeline.remember_one(
             self.write_context(), item, principal=principal, stream=stream
         )
+        await self._written()
+        return out
 
     async def remember_many(
         self,
@@ -266,7 +282,9 @@ class Engine:
         ones it closely resembles (``similar``); it is stored all the same. ``chain``: a batch sharing
         a source (and giving no positions) is one conversation, linked in order with ``next``;
         ``import`` passes False (a file of unrelated memories that share a source such as "mcp")."""
-        return await remember_pipeline.remember(self.write_context(), items, principal=principal, chain=chain)
+        out = await remember_pipeline.remember(self.write_context(), items, principal=principal, chain=chain)
+        await self._written()
+        return out
 
     def topics_llm(self) -> TopicsLLM | None:
         """The topics LLM stage for the write path (pipeline/remember/topics_llm.py), or None."""
@@ -276,6 +294,7 @@ class Engine:
         """The extract stage's entities and causes links, when an LLM serves it (after the store:
         the LLM's additions are extra, never a failed remember)."""
         await remember_pipeline.enrich(self.write_context(), results, inputs)
+        await self._written()
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
         """The projects ``principal`` may see, for queries by id; None when it may see them all."""
@@ -298,7 +317,7 @@ class Engine:
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
         (``pipeline/remember/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
-        return await ingest.ingest(
+        out = await ingest.ingest(
             self.write_context(),
             text,
             kind=kind,
@@ -310,6 +329,14 @@ class Engine:
             progress=progress,
             principal=principal,
         )
+        await self._written()
+        return out
+
+    async def _written(self) -> None:
+        """Read-your-writes with read replicas: after the calling client's write, where the
+        primary's WAL is (``replicas.py``); its next recall reads a replica that has replayed it."""
+        if self.replicas is not None:
+            await self.replicas.note_write(replicas.CALLER.get(), self.store.wal_position)
 
     def recall_request(
         self,
@@ -419,19 +446,56 @@ class Engine:
         ``adjustments=False`` skips stage 8 (the ablation's "without adjustments")."""
         for name in req.searched_projects:
             access.check(principal, name)
-        ctx = RecallContext(
-            config=self.config,
-            store=self.store,
-            embedder=self.embedder,
-            llm=self.llm.with_sampling(sampling) if self.llm is not None else None,
-            request=req,
-            arms=tuple(arms) if arms else None,
-            adjustments=adjustments,
-        )
-        result = await recall_pipeline.recall(ctx)
+
+        def ctx() -> RecallContext:
+            return RecallContext(
+                config=self.config,
+                store=self.store,
+                embedder=self.embedder,
+                llm=self.llm.with_sampling(sampling) if self.llm is not None else None,
+                request=req,
+                arms=tuple(arms) if arms else None,
+                adjustments=adjustments,
+            )
+
+        result = await self._recall_routed(ctx)
         if touch and not result.deferred:
             await self.count_accesses(result)
         return result
+
+    async def _recall_routed(self, ctx) -> RecallResult:
+        """The recall on a read replica when ``database.read_urls`` has one up and caught up with
+        the caller's last write, else on the primary; one whose replica fails midway runs again on
+        the primary (it only reads). The explained trace says where it read (``read_from``)."""
+        if self.replicas is None:
+            return await recall_pipeline.recall(ctx())
+        route = await self.replicas.route(replicas.CALLER.get())
+        result = None
+        if route.read_from == "replica":
+            token = replicas.routed(route)
+            try:
+                result = await recall_pipeline.recall(ctx())
+            except replicas.ReplicaLost:
+                pass
+            finally:
+                replicas.unrouted(token)
+            if route.failed:
+                route.fell_back()
+                result = None
+        if result is None:
+            result = await recall_pipeline.recall(ctx())
+        result.trace.read = route.trace()
+        return result
+
+    async def replica_status(self) -> list[dict[str, Any]]:
+        """Each read replica (``database.read_urls``): up or why not, its replay lag (doctor)."""
+        if self.replicas is None:
+            return []
+        try:
+            lsn = replicas.parse_lsn(await self.store.wal_position())
+        except StoreError:
+            lsn = None
+        return await self.replicas.status(lsn)
 
     async def count_accesses(self, result: RecallResult) -> None:
         """One access for each memory a recall returned (best effort: the answer is already there)."""
@@ -448,7 +512,11 @@ class Engine:
         return await self.store.get(await self.store.resolve_id(memory_id, await self._scope(principal)))
 
     async def forget(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
-        return await self.store.delete(await self.store.resolve_id(memory_id, await self._scope(principal)))
+        forgotten = await self.store.delete(
+            await self.store.resolve_id(memory_id, await self._scope(principal))
+        )
+        await self._written()
+        return forgotten
 
     async def update(
         self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
@@ -456,7 +524,9 @@ class Engine:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
-        return await remember_pipeline.update(self.write_context(), mid, fields)
+        updated = await remember_pipeline.update(self.write_context(), mid, fields)
+        await self._written()
+        return updated
 
     async def reembed(self, batch_size: int = 256, progress=None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a

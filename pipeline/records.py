@@ -101,6 +101,7 @@ class Trace:
     route: str | None = None  # "fast" or "full", and why
     llm: dict[str, Any] = field(default_factory=dict)  # calls and tokens of this recall
     wall_ms: float | None = None  # the whole recall; stages 1-3 overlap, so not the sum of stages
+    read: dict[str, Any] = field(default_factory=dict)  # with read replicas: read_from, read_wait_ms
 
     @property
     def total_ms(self) -> float:
@@ -111,6 +112,7 @@ class Trace:
             "total_ms": round(self.total_ms, 3),
             **({"route": self.route} if self.route else {}),
             **({"llm": self.llm} if self.llm else {}),
+            **self.read,
             "stages": [
                 {
                     "stage": s.stage,

@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreError
 from memlane.pipeline.store import backup
 from memlane.pipeline.store import migrate as migrations
+from memlane.pipeline.store.replicas import current_route
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,11 @@ class Connection:
         connection lost *during* the call is not retried here, since the statement may have
         committed: the call fails with DatabaseUnavailable once the database is back, and says that
         its changes were stored whole or not at all (every call is one transaction)."""
+        route = current_route()
+        if route is not None:  # a recall reading a replica (replicas.py): none of the recovery here
+            async with route.connection() as conn:
+                yield conn
+            return
         conn, pool, generation = await self._acquire()
         self._in_use += 1
         lost: psycopg.Error | None = None

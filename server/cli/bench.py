@@ -176,6 +176,20 @@ def add_parser(sub) -> None:
     p.add_argument("--markdown", metavar="OUT", help="write the Markdown tables here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
+    p = bs.add_parser(
+        "replica",
+        help="read-your-writes through a streaming hot standby (its own temporary primary and standby)",
+    )
+    p.add_argument(
+        "--pairs", type=_positive, default=100, help="remember->recall pairs, standby up (default 100)"
+    )
+    p.add_argument(
+        "--stopped-pairs", type=_positive, default=30, help="pairs once the standby is stopped (default 30)"
+    )
+    p.add_argument("--wait-ms", type=float, default=200.0, help="database.replica_wait_ms (default 200)")
+    p.add_argument("--json", metavar="OUT", help="write the JSON report here")
+    p.add_argument("--markdown", metavar="OUT", help="write the Markdown table here")
+
     p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
     p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
     p.add_argument(
@@ -350,6 +364,17 @@ def _backup(args, settings) -> int:
     return 0
 
 
+def _replica(args, settings) -> int:
+    """Always on its own temporary primary and standby (server/bench/replicabench.py)."""
+    from memlane.server.bench import replicabench
+
+    result = asyncio.run(
+        replicabench.run(pairs=args.pairs, stopped_pairs=args.stopped_pairs, wait_ms=args.wait_ms)
+    )
+    _write(result, replicabench.markdown(result), args)
+    return 0
+
+
 def _maintain(args, settings) -> int:
     from memlane.server.bench import upkeep
 
@@ -447,6 +472,7 @@ def run(args, settings) -> int:
         "load": _load,
         "maintain": _maintain,
         "backup": _backup,
+        "replica": _replica,
         "topics": _topics,
         "report": _report,
         "all": _all,

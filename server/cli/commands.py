@@ -319,6 +319,12 @@ async def cmd_doctor(engine: Engine, args) -> int:
         report["schema_version"] = stats["schema_version"]
         report["memories"] = stats["memories"]
         report["recorded_model"] = stats["embedding_model"]
+        if engine.replicas is not None:  # a replica down is not fatal (recall reads the primary)
+            report["read_replicas"] = await engine.replica_status()
+            down = [r["replica"] for r in report["read_replicas"] if not r["up"]]
+            if down:
+                ok = False
+                report["replica_problem"] = f"not read (recall uses the primary instead): {', '.join(down)}"
         if stats["embedding_model"] not in (None, *engine.embedder.vector_ids):
             ok = False
             report["model_problem"] = "recorded and configured models differ: run `memlane reembed`"

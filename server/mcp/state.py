@@ -7,6 +7,7 @@ The lifespan yields the ``State``; tools reach it through ``state_of(ctx)``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
+from memlane.pipeline.store import replicas
 from memlane.server.auth.http import HttpAuth, principal_of
 from memlane.server.settings import Settings
 
@@ -87,11 +89,23 @@ class State:
             raise ToolError("not allowed: this call carries no valid bearer token")
         return principal_of(token)
 
+    def caller_key(self, ctx: Context | None) -> str:
+        """Who is calling, for read-your-writes on read replicas (``replicas.CALLER``): the HTTP
+        token's name when auth is on, else the MCP session, else the one local client."""
+        if self.auth is not None and (token := get_access_token()) is not None:
+            return f"token:{principal_of(token).name}"
+        session = None
+        if ctx is not None:
+            with contextlib.suppress(Exception):  # outside a request; stdio has no headers
+                session = (ctx.headers or {}).get("mcp-session-id")
+        return f"session:{session}" if session else replicas.LOCAL_CALLER
+
     @asynccontextmanager
-    async def call(self) -> AsyncIterator[Engine]:
-        """``async with state.call() as engine``: the opened engine, and every error of the call as
-        a tool error that says what failed."""
+    async def call(self, ctx: Context | None = None) -> AsyncIterator[Engine]:
+        """``async with state.call(ctx) as engine``: the opened engine, and every error of the call
+        as a tool error that says what failed. ``ctx`` names the caller (``caller_key``)."""
         eng = await self.ready()
+        caller = replicas.CALLER.set(self.caller_key(ctx))
         try:
             yield eng
         except MemlaneError as e:
@@ -105,6 +119,8 @@ class State:
             raise ToolError(
                 f"memlane failed unexpectedly ({type(e).__name__}: {e}); the server log has details"
             ) from None
+        finally:
+            replicas.CALLER.reset(caller)
 
 
 def _log_warm_failure(warming) -> None:

@@ -68,7 +68,7 @@ async def remember(
     """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match."""
     state = state_of(ctx)
     who = state.caller()
-    async with state.call() as eng:
+    async with state.call(ctx) as eng:
         out = await remember_memory(
             eng,
             who,
@@ -105,7 +105,7 @@ async def ingest(
     """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
     state = state_of(ctx)
     who = state.caller()
-    async with state.call() as eng:
+    async with state.call(ctx) as eng:
         res = await ingest_text(
             eng,
             who,
@@ -155,7 +155,7 @@ async def recall(
     """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
     state = state_of(ctx)
     who = state.caller()
-    async with state.call() as eng:
+    async with state.call(ctx) as eng:
         sampler = sampler_for(ctx, eng.llm)
         res = await recall_memories(
             eng,
@@ -192,7 +192,7 @@ async def forget(ctx: Context, id: p.MemoryId) -> ForgetResult:
     """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
     state = state_of(ctx)
     who = state.caller()
-    async with state.call() as eng:
+    async with state.call(ctx) as eng:
         m = await eng.forget(id, principal=who)
     return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
 
@@ -213,7 +213,7 @@ async def update(
     """Correct or refine a memory in place. Only the fields you pass change."""
     state = state_of(ctx)
     who = state.caller()
-    async with state.call() as eng:
+    async with state.call(ctx) as eng:
         patch = MemoryPatch.parse(
             eng.config,
             {

@@ -125,6 +125,25 @@ def test_secret_from_environment_is_masked_but_reaches_the_engine(monkeypatch):
     assert s.engine().database.url.get_secret_value() == "postgresql://u:hunter2@h/db"
 
 
+def test_read_urls_come_from_the_environment_as_a_json_list_and_need_a_primary(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", "postgresql://u:pw@primary/db")
+    monkeypatch.setenv("MEMLANE_DATABASE__READ_URLS", '["postgresql://u:hunter2@standby1/db"]')
+    s = load()
+    assert "hunter2" not in repr(s)
+    assert [u.get_secret_value() for u in s.engine().database.read_urls] == [
+        "postgresql://u:hunter2@standby1/db"
+    ]
+    assert masked_dump(s.engine())["database"]["read_urls"] == "set"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[database]\nread_urls = ["postgresql://u:hunter2@standby1/db"]\n')
+    with pytest.raises(ConfigError, match="MEMLANE_DATABASE__READ_URLS") as e:
+        load(cfg)
+    assert "hunter2" not in str(e.value)
+    monkeypatch.delenv("MEMLANE_DATABASE__URL")
+    with pytest.raises(ConfigError, match="read_urls needs database.url"):
+        load()
+
+
 def test_missing_and_malformed_files_are_clear_errors(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "nope.toml")
@@ -141,6 +160,7 @@ def test_example_file_is_valid_toml():
 def test_secrets_are_found_by_type_and_masked_in_reports():
     assert set(secret_fields(Settings)) == {
         ("database", "url"),
+        ("database", "read_urls"),
         ("embedding", "api_key"),
         ("llm", "api_key"),
         ("auth", "tokens"),
