@@ -160,3 +160,17 @@ def test_doctor_on_a_database_without_pgvector_names_the_sql_to_run(external_pg)
     assert f"connected to database {name!r}: CREATE EXTENSION vector;" in r.stdout + r.stderr, (
         r.stdout + r.stderr
     )
+
+
+async def test_a_running_server_reports_the_missing_extension_then_works_once_it_is_created(external_pg):
+    name = "bare_" + uuid.uuid4().hex[:10]
+    url = external_pg.create_app_database(name, name, with_extension=False)
+    env = server_env(Path(tempfile.mkdtemp(prefix="memlane-external-bare-")), MEMLANE_DATABASE__URL=url)
+    async with Client(stdio_params(env=env)) as client:
+        message = await call_error(client, "remember", {"content": "Stored once pgvector is enabled"})
+        assert "could not start its database" in message and "CREATE EXTENSION vector;" in message, message
+        external_pg.execute("CREATE EXTENSION vector", database=name)
+        # The next call starts again (no restart of the server needed).
+        await call_ok(client, "remember", {"content": "Stored once pgvector is enabled"})
+        found = await call_ok(client, "recall", {"query": "what is stored once pgvector is enabled?"})
+    assert found["memories"][0]["content"] == "Stored once pgvector is enabled"
