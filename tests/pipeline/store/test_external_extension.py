@@ -51,6 +51,28 @@ async def test_a_role_that_may_not_create_pgvector_is_told_the_sql_then_works(
     assert superuser is False
 
 
-def test_an_old_pgvector_is_refused_with_the_upgrade_statement():
+async def test_an_old_pgvector_is_refused_with_the_upgrade_statement(external_pg, open_engine, tmp_path):
+    name = "old_" + uuid.uuid4().hex[:10]
+    url = external_pg.create_app_database(name, name)
+    # The catalog as an older pgvector leaves it (the package ships only the newest install script).
+    external_pg.execute(
+        "UPDATE pg_extension SET extversion = '0.7.4' WHERE extname = 'vector'", database=name
+    )
+    cfg = EngineConfig(data_dir=tmp_path, database=DatabaseConfig(url=url))
+    with pytest.raises(StoreError) as raised:
+        await open_engine(cfg)
+    assert f"database {name!r} has pgvector 0.7.4; memlane needs 0.8.0" in str(raised.value)
+    assert "ALTER EXTENSION vector UPDATE;" in str(raised.value)
+    assert _tables(url) == []
+    [[version]] = external_pg.execute(
+        "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+    )
+    external_pg.execute(
+        f"UPDATE pg_extension SET extversion = '{version}' WHERE extname = 'vector'", database=name
+    )
+    await open_engine(cfg)
+
+
+def test_versions_compare_by_number():
     assert migrate._version("0.7.4") < migrate.PGVECTOR_MIN <= migrate._version("0.8.0")
     assert migrate._version("0.10.1") > migrate.PGVECTOR_MIN
