@@ -514,3 +514,31 @@ def markdown(r: dict[str, Any]) -> str:
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def servers_markdown(paths: list[str | Path]) -> str:
+    """One table over stored load reports (one per server count): per tool calls/s and latency,
+    and per run errors, lost and duplicated writes and the recall check; for the docs."""
+    import json
+
+    lines = [
+        "| servers | tool | calls/s | p50 ms | p95 ms | p99 ms | errors | lost | duplicated | recall answers differing |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for path in paths:
+        r = json.loads(Path(path).read_text(encoding="utf-8"))
+        same = r["recall_check"]
+        run = [
+            str(r["errors"]),
+            f"{r['lost']} of {r['acknowledged']}",
+            str(r["duplicated"]),
+            f"{same['mismatches']} of {same['questions'] * same['servers']} "
+            f"({same['mismatches_right_after_load']} right after the load)",
+        ]
+        for i, tool in enumerate(("remember", "recall")):
+            x = r["latency_ms"][tool]
+            cells = [str(r["servers"]), tool, f"{r['calls_per_s'][tool]:.2f}"]
+            cells += [f"{x[k]:.0f}" for k in ("p50", "p95", "p99")]
+            cells += run if i == 0 else ["", "", "", ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
