@@ -14,10 +14,14 @@ from importlib import resources
 
 import psycopg
 
+from memlane.pipeline.errors import StoreError
+
 log = logging.getLogger(__name__)
 
 # Any constant shared by every memlane process; "mlane" in ASCII.
 ADVISORY_LOCK_KEY = 0x6D6C616E65
+# hnsw.iterative_scan (pipeline/store/connection.py) came with pgvector 0.8.0.
+PGVECTOR_MIN = (0, 8, 0)
 
 
 def available() -> list[tuple[int, str, str]]:
@@ -52,6 +56,7 @@ async def migrate(
     ``before(conn, version)`` runs under the lock before an existing store is upgraded (the
     automatic backup, store/backup.py); its error stops the upgrade."""
     async with schema_lock(conn):
+        await ensure_vector(conn)
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS memlane_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -77,3 +82,40 @@ async def migrate(
             else:
                 log.info("upgraded the store's schema from version %d to %d", first, current)
         return current
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+async def ensure_vector(conn: psycopg.AsyncConnection) -> None:
+    """Make sure pgvector is there, new enough, before any table is made. The ``vector`` extension
+    is not marked trusted, so only a superuser may create it: on a managed service memlane's role
+    usually may not, and the error names the statement an administrator runs once."""
+    cur = await conn.execute(
+        "SELECT extversion, current_database() FROM pg_extension WHERE extname = 'vector'"
+    )
+    row = await cur.fetchone()
+    if row is None:
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege as e:
+            cur = await conn.execute("SELECT current_database(), current_user")
+            db, user = await cur.fetchone()
+            raise StoreError(
+                f"the pgvector extension is not enabled in database {db!r}, and role {user!r} may not "
+                f"create it ({e.diag.message_primary or e}). Ask a superuser (or your provider's admin "
+                f"role) to run, once, connected to database {db!r}: CREATE EXTENSION vector; "
+                f"(pgvector {'.'.join(map(str, PGVECTOR_MIN))} or newer), then start memlane again"
+            ) from e
+        cur = await conn.execute(
+            "SELECT extversion, current_database() FROM pg_extension WHERE extname = 'vector'"
+        )
+        row = await cur.fetchone()
+    version, db = row
+    if _version(version) < PGVECTOR_MIN:
+        raise StoreError(
+            f"database {db!r} has pgvector {version}; memlane needs {'.'.join(map(str, PGVECTOR_MIN))} or "
+            f"newer (for its iterative HNSW scan). Upgrade the package on the server, then as a superuser "
+            f"run in database {db!r}: ALTER EXTENSION vector UPDATE;"
+        )

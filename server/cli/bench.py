@@ -159,7 +159,19 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--clients", type=_positive, default=16, help="concurrent MCP sessions (default 16)")
     p.add_argument("--seconds", type=float, default=30.0, help="length of the concurrent phase (default 30)")
-    p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="server processes on one database")
+    p.add_argument(
+        "--servers",
+        type=_positive,
+        default=1,
+        help="memlane serve processes on one database, each request to the next (default 1)",
+    )
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the servers' database.url (an external PostgreSQL); 'standalone': start a PostgreSQL 18 "
+        "server for the run (initdb, pg_ctl) and remove it afterwards. Default: the configured store, "
+        "else a temporary embedded one",
+    )
     p.add_argument(
         "--write-share", type=float, default=0.5, help="share of calls that are remembers (default 0.5)"
     )
@@ -332,6 +344,18 @@ def _load(args, settings) -> int:
     if not args.seconds > 0 or not 0.0 <= args.write_share <= 1.0:
         print("memlane bench load: --seconds must be positive and --write-share within 0..1", file=sys.stderr)
         return 2
+    url = args.database_url
+    if (
+        url is not None
+        and url != loadbench.STANDALONE
+        and not url.startswith(("postgresql://", "postgres://"))
+    ):
+        print(
+            "memlane bench load: --database-url takes postgresql://USER:PASSWORD@HOST:PORT/DB, or "
+            f"'{loadbench.STANDALONE}' for a server the bench starts",
+            file=sys.stderr,
+        )
+        return 2
     result = asyncio.run(
         loadbench.run(
             settings,
@@ -340,6 +364,7 @@ def _load(args, settings) -> int:
             servers=args.servers,
             write_share=args.write_share,
             config_path=getattr(args, "config", None),
+            database_url=url,
         )
     )
     _write(result, loadbench.markdown(result), args)

@@ -1,6 +1,8 @@
 """``memlane bench load``: a short real run (a server process on a temporary embedded
-database, a few clients for ~3 s) writes the documented JSON with nothing lost or duplicated; and
-the after-run check itself finds a lost, a duplicated and a half-written memory when there is one."""
+database, a few clients for ~3 s) writes the documented JSON with nothing lost or duplicated; three
+servers on a standalone PostgreSQL behind the round-robin client lose nothing and answer as one
+fresh server does; and the after-run checks themselves find a lost, a duplicated and a half-written
+memory, and a differing answer, when there is one."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import psycopg
 import pytest
 from support.processes import MEMLANE, server_env
 
-from memlane.server.bench.loadbench import verify
+from memlane.server.bench.loadbench import mismatches, verify
 
 pytestmark = pytest.mark.anyio
 
@@ -23,6 +25,7 @@ def test_bench_load_reports_every_field_and_loses_nothing():
     out = Path(tempfile.mkdtemp(prefix="memlane-test-load-")) / "load.json"
     env = server_env(Path("unused"))
     env.pop("MEMLANE_DATA_DIR")  # the bench makes (and removes) its own temporary database
+    env["MEMLANE_RECALL__ADJUST__CATEGORY_CACHE_S"] = "1"  # (the recall check waits this out)
     proc = subprocess.run(
         [MEMLANE, "bench", "load", "--clients", "3", "--seconds", "3", "--servers", "1", "--json", str(out)],
         env=env,
@@ -68,3 +71,40 @@ async def test_the_after_run_check_counts_lost_duplicated_and_half_written_memor
     r = verify(database_url, p, ["m1", "m2", "m3", "m4"])
     assert r == {"lost": 1, "duplicated": 1, "half_written": 1, "stored_rows": 4}
     assert verify(database_url, p, ["m1", "m4"])["lost"] == 0
+
+
+@pytest.mark.slow
+def test_three_servers_on_a_standalone_postgres_answer_as_one():
+    out = Path(tempfile.mkdtemp(prefix="memlane-test-load-")) / "load.json"
+    env = server_env(Path("unused"))
+    env.pop("MEMLANE_DATA_DIR")
+    # Centroids cached for 1 s: the check after the load need not wait out the default minute.
+    env["MEMLANE_RECALL__ADJUST__CATEGORY_CACHE_S"] = "1"
+    proc = subprocess.run(
+        [MEMLANE, "bench", "load", "--clients", "3", "--seconds", "3", "--servers", "3"]
+        + ["--database-url", "standalone", "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["servers"] == 3 and "standalone PostgreSQL" in r["config"]["database"]
+    assert r["errors"] == 0, r["error_samples"]
+    assert r["acknowledged"] > 0 and r["lost"] == r["duplicated"] == r["half_written"] == 0
+    for tool in ("remember", "recall"):
+        assert r["latency_ms"][tool]["n"] > 0 and r["calls_per_s"][tool] > 0, tool
+    # Round-robin: every server took requests, none more than one more per client than another.
+    sent = r["requests_per_server"]
+    assert len(sent) == 3 and min(sent) > 0 and max(sent) - min(sent) <= r["clients"], sent
+    check = r["recall_check"]
+    assert (check["servers"], check["questions"]) == (3, 12)
+    assert check["empty_answers"] < check["questions"]  # the questions find something
+    assert check["mismatches"] == 0, check
+
+
+def test_the_recall_check_counts_each_differing_answer():
+    reference = [["a", "b"], ["c"]]
+    assert mismatches(reference, [[["a", "b"], ["c"]], [["a", "b"], ["c"]]]) == 0
+    assert mismatches(reference, [[["b", "a"], ["c"]], [["a", "b"], []]]) == 2
