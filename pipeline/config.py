@@ -304,7 +304,10 @@ class AdjustConfig(Section):
         default=0.2, ge=0.0, le=1.0, description="Factor 1 + this x the category's match (0 to 1)."
     )
     category_cache_s: float = Field(
-        default=60.0, ge=0.0, description="Seconds a category centroid is cached in the process (0: none)."
+        default=60.0,
+        ge=0.0,
+        description="Longest a category centroid is cached in the process (0: none); a cached one is used "
+        "only while its category is unchanged in the database.",
     )
     same_project: float = Field(
         default=0.3,

@@ -46,52 +46,59 @@ class ScoringQueries:
         ``CENTROID_SAMPLE`` of its memories, normalised to unit length; pairs without an embedded
         memory are left out. The (project, category) index keeps this to the categories' own rows.
 
-        Centroids younger than ``max_age_s`` come from this store's process-wide cache (a
-        category's mean moves little with one more memory). With the cache on, a miss also starts,
-        in the background, the read of the project's other categories (for a project of at most
-        ``PROJECT_CATEGORIES``): the next recalls in that project, which ask for other categories
-        of it, find them cached. A recall's dozen categories were most of stage 8's time; a whole
-        project's take several times that, which no recall waits for."""
+        With ``max_age_s`` > 0 centroids come from a process-wide cache, for at most that long and
+        only while the category is unchanged in the database: the statement that reads them
+        compares each cached centroid's version (its ``category_summaries`` row, which the triggers
+        of migration 0007 change with every write to the category) and averages only the changed
+        or uncached ones. So servers sharing a database weigh categories alike, whatever each has
+        cached. A miss also starts, in the background, the read of the project's other categories
+        (for a project of at most ``PROJECT_CATEGORIES``): the next recalls in that project, which
+        ask for other categories of it, find them cached. A recall's dozen categories were most of
+        stage 8's time; a whole project's take several times that, which no recall waits for."""
         cache = self._centroid_cache()
         now = time.monotonic()
-        out: dict[tuple[str, str], np.ndarray] = {}
-        wanted = []
-        for pair in dict.fromkeys(pairs):
-            if _fresh(cache.get(pair), now, max_age_s):
-                if cache[pair][1] is not None:
-                    out[pair] = cache[pair][1]
-            else:
-                wanted.append(pair)
-        if not wanted:
-            return out
-        found = await self._read_centroids(wanted, now)
+        wanted = list(dict.fromkeys(pairs))
+        have = {}
         if max_age_s > 0:
-            for project in sorted({p for p, _ in wanted}):
+            have = {pair: cache[pair] for pair in wanted if _fresh(cache.get(pair), now, max_age_s)}
+        found = await self._read_centroids(wanted, now, have)
+        if max_age_s > 0:
+            for project in sorted({pair[0] for pair in wanted if pair not in have}):
                 self._fill_centroids(project, max_age_s)
-        return out | {pair: vec for pair, vec in found.items() if vec is not None}
+        return {pair: vec for pair, vec in found.items() if vec is not None}
 
     async def _read_centroids(
-        self, pairs: list[tuple[str, str]], now: float
+        self, pairs: list[tuple[str, str]], now: float, have: dict | None = None
     ) -> dict[tuple[str, str], np.ndarray | None]:
+        """Each pair's centroid: ``have``'s cached one while its version is current, else read."""
+        have = have or {}
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT w.project, w.category, avg(s.embedding) FROM unnest(%s::text[], %s::text[])"
-                " AS w(project, category) CROSS JOIN LATERAL (SELECT m.embedding FROM memories m"
-                "   WHERE m.project = w.project AND m.category = w.category AND m.embedding IS NOT NULL"
-                "   LIMIT %s) s GROUP BY w.project, w.category",
-                ([p for p, _ in pairs], [c for _, c in pairs], CENTROID_SAMPLE),
+                _CENTROIDS_SQL,
+                {
+                    "p": [p for p, _ in pairs],
+                    "c": [c for _, c in pairs],
+                    "have": [have[pair][1] if pair in have else None for pair in pairs],
+                    "n": CENTROID_SAMPLE,
+                },
             )
             rows = await cur.fetchall()
-        found: dict[tuple[str, str], np.ndarray | None] = dict.fromkeys(pairs)
-        for project, category, mean in rows:
-            vec = np.asarray(mean.to_numpy() if hasattr(mean, "to_numpy") else mean, dtype=np.float32)
-            norm = float(np.linalg.norm(vec))
-            found[(project, category)] = vec / norm if norm > 0 else None
+        found: dict[tuple[str, str], np.ndarray | None] = {}
         cache = self._centroid_cache()
         if len(cache) > 4096:  # bounded: drop everything rather than track an LRU for a 60 s cache
             cache.clear()
-        for pair, vec in found.items():
-            cache[pair] = (now, vec)
+        for project, category, version, read, mean in rows:
+            pair = (project, category)
+            if not read:
+                found[pair] = have[pair][2]
+                continue
+            vec = None
+            if mean is not None:
+                vec = np.asarray(mean.to_numpy() if hasattr(mean, "to_numpy") else mean, dtype=np.float32)
+                norm = float(np.linalg.norm(vec))
+                vec = vec / norm if norm > 0 else None
+            found[pair] = vec
+            cache[pair] = (now, version, vec)
         return found
 
     def _fill_centroids(self, project: str, max_age_s: float) -> None:
@@ -124,12 +131,26 @@ class ScoringQueries:
         filling[project] = asyncio.ensure_future(fill())
 
     def _centroid_cache(self) -> dict:
-        """(project, category) -> (monotonic time read, unit centroid or None), process-wide."""
+        """(project, category) -> (monotonic time read, version, unit centroid or None), process-wide."""
         return self.__dict__.setdefault("_centroids", {})
 
     def cancel_background_reads(self) -> None:
         for task in list(self.__dict__.get("_filling", {}).values()):
             task.cancel()
+
+
+# Each pair's version (its category_summaries row: member count, pending changes, last refresh)
+# and, unless the caller's cached centroid has that version, the mean of its first memories. One
+# statement, so the version and the mean come from one snapshot.
+_CENTROIDS_SQL = (
+    "SELECT w.project, w.category, v.version, w.have IS DISTINCT FROM v.version,"
+    " CASE WHEN w.have IS DISTINCT FROM v.version THEN (SELECT avg(s.embedding) FROM"
+    "  (SELECT m.embedding FROM memories m WHERE m.project = w.project AND m.category = w.category"
+    "   AND m.embedding IS NOT NULL LIMIT %(n)s) s) END"
+    " FROM unnest(%(p)s::text[], %(c)s::text[], %(have)s::text[]) AS w(project, category, have)"
+    " CROSS JOIN LATERAL (SELECT coalesce((SELECT concat_ws(':', s.memory_count, s.pending, s.updated_at)"
+    "  FROM category_summaries s WHERE s.project = w.project AND s.category = w.category), '') AS version) v"
+)
 
 
 def _fresh(hit, now: float, max_age_s: float) -> bool:

@@ -552,3 +552,31 @@ async def test_a_centroid_miss_fills_the_cache_with_the_projects_other_categorie
     await store.category_centroids([("q", "x")], max_age_s=60)
     await asyncio.gather(*store.__dict__["_filling"].values())
     assert {pair for pair in store.__dict__["_centroids"] if pair[0] == "q"} == {("q", "x")}
+
+
+async def test_a_cached_centroid_is_read_again_once_another_server_changes_its_category(
+    engine_config, open_engine
+):
+    """Two servers on one database: a centroid one of them cached is not used once the other has
+    written to that category, however young the cache, so both weigh the category alike."""
+    a = await open_engine(engine_config)
+    b = await open_engine(engine_config)
+    await a.remember_many(
+        [
+            {"content": f"deploy step {i}: run the migrations", "project": "p", "category": "ops"}
+            for i in range(3)
+        ]
+    )
+    first = await a.store.category_centroids([("p", "ops")], max_age_s=3600)
+    again = await a.store.category_centroids([("p", "ops")], max_age_s=3600)
+    assert np.array_equal(first[("p", "ops")], again[("p", "ops")])
+    await b.remember_many(
+        [
+            {"content": f"holiday photo {i} of a sunny beach in Lisbon", "project": "p", "category": "ops"}
+            for i in range(3)
+        ]
+    )
+    cached = await a.store.category_centroids([("p", "ops")], max_age_s=3600)
+    fresh = await b.store.category_centroids([("p", "ops")])
+    assert not np.allclose(cached[("p", "ops")], first[("p", "ops")])
+    assert np.allclose(cached[("p", "ops")], fresh[("p", "ops")])

@@ -25,7 +25,6 @@ def test_bench_load_reports_every_field_and_loses_nothing():
     out = Path(tempfile.mkdtemp(prefix="memlane-test-load-")) / "load.json"
     env = server_env(Path("unused"))
     env.pop("MEMLANE_DATA_DIR")  # the bench makes (and removes) its own temporary database
-    env["MEMLANE_RECALL__ADJUST__CATEGORY_CACHE_S"] = "1"  # (the recall check waits this out)
     proc = subprocess.run(
         [MEMLANE, "bench", "load", "--clients", "3", "--seconds", "3", "--servers", "1", "--json", str(out)],
         env=env,
@@ -78,8 +77,6 @@ def test_three_servers_on_a_standalone_postgres_answer_as_one():
     out = Path(tempfile.mkdtemp(prefix="memlane-test-load-")) / "load.json"
     env = server_env(Path("unused"))
     env.pop("MEMLANE_DATA_DIR")
-    # Centroids cached for 1 s: the check after the load need not wait out the default minute.
-    env["MEMLANE_RECALL__ADJUST__CATEGORY_CACHE_S"] = "1"
     proc = subprocess.run(
         [MEMLANE, "bench", "load", "--clients", "3", "--seconds", "3", "--servers", "3"]
         + ["--database-url", "standalone", "--json", str(out)],
@@ -101,7 +98,10 @@ def test_three_servers_on_a_standalone_postgres_answer_as_one():
     check = r["recall_check"]
     assert (check["servers"], check["questions"]) == (3, 12)
     assert check["empty_answers"] < check["questions"]  # the questions find something
-    assert check["mismatches"] == 0, check
+    # Cached category centroids are checked against the database: no server answers differently,
+    # not even right after the load (the store is too small for a vector index to appear).
+    assert check["mismatches"] == check["mismatches_right_after_load"] == 0, check
+    assert check["settle_s"] == 0
 
 
 def test_the_recall_check_counts_each_differing_answer():
