@@ -509,8 +509,13 @@ def markdown(r: dict[str, Any]) -> str:
     if same := r.get("recall_check"):
         lines.append(
             f"recall check: {same['questions']} questions to each of {same['servers']} server(s) and to a fresh "
-            f"one: {same['mismatches']} answers differ ({same['mismatches_right_after_load']} right after "
-            f"the load, before per-process caches expired in {same['settle_s']:g} s)"
+            f"one: {same['mismatches']} answers differ"
+            + (
+                f" ({same['mismatches_right_after_load']} right after the load, before a new vector index "
+                f"was seen by every server in {same['settle_s']:g} s)"
+                if same["settle_s"]
+                else f", asked right after the load ({same['mismatches_right_after_load']})"
+            )
         )
     lines.append("")
     return "\n".join(lines)
