@@ -108,6 +108,23 @@ def add_parser(sub) -> None:
     p.add_argument("--memories", type=_sizes, default=_sizes(DEFAULT_SIZES), help=f"default {DEFAULT_SIZES}")
     p.add_argument("--queries", type=int, default=100, help="recall queries per size (default 100)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--pool",
+        type=_positive,
+        default=10_000,
+        help="memories embedded by the model before the rest get pool-derived vectors (default 10000)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=2,
+        help="pool-path remember_many batches in flight (default 2)",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="with --data-dir: keep the store (projects without a run id) and reuse it next time",
+    )
     _common(p)
 
     p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
@@ -262,7 +279,14 @@ def _latency(args, settings) -> int:
 
     result = asyncio.run(
         latency.run(
-            settings, args.memories, queries=args.queries, seed=args.seed, show_progress=not args.quiet
+            settings,
+            args.memories,
+            queries=args.queries,
+            seed=args.seed,
+            show_progress=not args.quiet,
+            pool=args.pool,
+            concurrency=args.concurrency,
+            keep=args.keep,
         )
     )
     _write(result, report.latency_markdown(result), args, report.latency_plot)
@@ -427,6 +451,9 @@ def _all(args, settings) -> int:
         memories=args.memories,
         queries=args.queries,
         seed=args.seed,
+        pool=10_000,
+        concurrency=2,
+        keep=False,
         quiet=args.quiet,
         json=str(out / "latency.json"),
         markdown=str(out / "latency.md"),
