@@ -384,6 +384,7 @@ async def run(
     out_sizes: list[dict[str, Any]] = []
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.warm)
+        vers = await versions(ctx.engine)  # at the start: a long run's checkout may move on
         ctx.engine.embedder = PoolEmbedder(ctx.engine.embedder, pool)
         if keep:
             projects = {name: f"bench-latency-{name}" for name in corpus.projects}
@@ -436,7 +437,6 @@ async def run(
         )
         if keep and cfg["engine"].get("data_dir") not in (None, "(temporary)"):
             cfg["engine"]["data_dir"] = "(kept store, --data-dir)"  # a machine's path is not for the record
-        vers = await versions(ctx.engine)
     return {
         "benchmark": "latency",
         "corpus": {
