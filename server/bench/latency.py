@@ -127,10 +127,11 @@ async def grow(
     *,
     stored: int = 0,
     concurrency: int = BUILD_CONCURRENCY,
+    sample: int = EMBED_SAMPLE,
 ) -> dict:
     """Add ``n`` memories to a store holding ``stored``, all through ``remember_many``.
 
-    Real batches (the pool, then the step's last ``EMBED_SAMPLE`` memories) are timed one at a
+    Real batches (the pool, then the step's last ``sample`` memories) are timed one at a
     time, and the sample's batches are also embedded bare, interleaved, so background load hits
     both sides of the throughput ratio alike. Between the two, the pool path writes the rest with
     ``concurrency`` batches in flight (the writes of a project take turns, so this overlaps one
@@ -139,14 +140,14 @@ async def grow(
     items = corpus.take(n)
     pooled = isinstance(emb, PoolEmbedder)
     n_real_head = min(n, max(0, emb.pool_size - stored)) if pooled else n
-    n_sample = min(EMBED_SAMPLE, n - n_real_head) if pooled else 0
+    n_sample = min(sample, n - n_real_head) if pooled else 0
     head, middle, tail = (
         items[:n_real_head],
         items[n_real_head : n - n_sample],
         items[n - n_sample :] if n_sample else [],
     )
     stored_s, raw_s, raw_n, real_n, created = 0.0, 0.0, 0, 0, 0
-    sample_from = max(0, len(head) - EMBED_SAMPLE) if not tail else None
+    sample_from = max(0, len(head) - sample) if not tail else None
     with progress(n, "remember", show, unit="mem") as bar:
         if pooled:
             emb.mode = "real"
@@ -155,7 +156,7 @@ async def grow(
                 if part is tail and pooled:
                     emb.mode = "real"
                 texts = [it.content for it in batch]
-                if sampled is not None and i * BATCH_SIZE >= sampled and raw_n < EMBED_SAMPLE:
+                if sampled is not None and i * BATCH_SIZE >= sampled and raw_n < sample:
                     t0 = time.perf_counter()
                     await asyncio.to_thread(emb._real.embed_passages if pooled else emb.embed_passages, texts)
                     raw_s += time.perf_counter() - t0
@@ -301,7 +302,11 @@ def evaluate_targets(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     growth = None
     if 10_000 in by_n and largest > 10_000:
         growth = _ratio(by_n[largest]["recall"]["p50"], by_n[10_000]["recall"]["p50"])
-    label = f"{largest // 1000}k" if largest >= 1000 and largest % 1000 == 0 else str(largest)
+    label = str(largest)
+    for unit, suffix in ((1_000_000, "M"), (1000, "k")):
+        if largest >= unit and largest % unit == 0:
+            label = f"{largest // unit}{suffix}"
+            break
     out.append(
         _target(
             f"recall p50 at the largest size ({label if largest > 10_000 else 'none over 10k'}) / p50 at 10k",
@@ -374,6 +379,7 @@ async def run(
     pool: int = POOL,
     concurrency: int = BUILD_CONCURRENCY,
     keep: bool = False,
+    sample: int = EMBED_SAMPLE,
 ) -> dict[str, Any]:
     """``keep``: the store is kept, its projects named without a run id, so a later run on the same
     ``--data-dir`` measures it again without rebuilding: sizes it holds already are measured as
@@ -398,7 +404,16 @@ async def run(
             if target < have:
                 continue
             if target > have:
-                step = await grow(ctx, corpus, projects, target - have, show_progress, stored=have)
+                step = await grow(
+                    ctx,
+                    corpus,
+                    projects,
+                    target - have,
+                    show_progress,
+                    stored=have,
+                    concurrency=concurrency,
+                    sample=sample,
+                )
                 have = target
             else:
                 step = {"reused": True}
@@ -424,11 +439,11 @@ async def run(
             queries=queries,
             warmup_queries=WARMUP_QUERIES,
             remember_batch=BATCH_SIZE,
-            embed_sample_per_size=EMBED_SAMPLE,
+            embed_sample_per_size=sample,
             touch=False,
             recall="default limit and budget, reference_time = now",
             floor="query embedding + SELECT id ... WHERE project ORDER BY embedding <=> q LIMIT k",
-            build=BUILD_RECIPE.format(pool=pool, noise=NOISE, sample=EMBED_SAMPLE, concurrency=concurrency),
+            build=BUILD_RECIPE.format(pool=pool, noise=NOISE, sample=sample, concurrency=concurrency),
             pool=pool,
             pool_noise=NOISE,
             build_concurrency=concurrency,
