@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from memlane.server.bench.common import (
@@ -69,6 +70,15 @@ class PoolEmbedder:
 
     def __getattr__(self, name: str):
         return getattr(self._real, name)
+
+    def fill(self, texts: list[str], vectors) -> None:
+        """The pool of a kept store: its first memories, as they were embedded."""
+        import numpy as np
+
+        for text, vec in zip(texts, vectors, strict=True):
+            if len(self._vectors) < self.pool_size:
+                self._by_key[self._key(text)].append(len(self._vectors))
+                self._vectors.append(np.asarray(vec, dtype=np.float32))
 
     @staticmethod
     def _key(text: str) -> tuple:
@@ -156,7 +166,7 @@ async def grow(
                 if part is tail and pooled:
                     emb.mode = "real"
                 texts = [it.content for it in batch]
-                if sampled is not None and i * BATCH_SIZE >= sampled and raw_n < sample:
+                if sampled is not None and (i + 1) * BATCH_SIZE > sampled and raw_n < sample:
                     t0 = time.perf_counter()
                     await asyncio.to_thread(emb._real.embed_passages if pooled else emb.embed_passages, texts)
                     raw_s += time.perf_counter() - t0
@@ -197,20 +207,22 @@ async def grow(
 async def _pool_build(engine, items, projects, concurrency: int, bar, show: bool) -> tuple[int, float]:
     """The pool path: ``items`` through ``remember_many``, ``concurrency`` batches in flight.
     Without a terminal (a long run in the background), a line on stderr every ``LOG_EVERY``."""
-    gate, created, done = asyncio.Semaphore(concurrency), 0, 0
+    gate, created, written = asyncio.Semaphore(concurrency), 0, 0
     log = show and not sys.stderr.isatty()
 
     async def one(batch) -> None:
-        nonlocal created, done
+        nonlocal created, written
         async with gate:
             results = await engine.remember_many(_payload(batch, projects))
         created += sum(r.status == "created" for r in results)
         bar.update(len(batch))
-        done += len(batch)
-        if log and done % LOG_EVERY < len(batch):
+        written += len(batch)
+        if log and written % LOG_EVERY < len(batch):
             s = time.perf_counter() - t0
             print(
-                f"pool build: {done}/{len(items)} in {s:.0f} s, {done / s:.0f}/s", file=sys.stderr, flush=True
+                f"pool build: {written}/{len(items)} in {s:.0f} s, {written / s:.0f}/s",
+                file=sys.stderr,
+                flush=True,
             )
 
     t0 = time.perf_counter()
@@ -368,6 +380,19 @@ async def stored_count(ctx: BenchContext, projects: list[str]) -> int:
     return int(row[0])
 
 
+async def kept_pool(ctx: BenchContext, projects: list[str], pool: int) -> tuple[list[str], list]:
+    """A kept store's first ``pool`` memories (the ones the model embedded), in the order stored."""
+    async with ctx.engine.store._connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT content, embedding::real[] FROM memories WHERE project = ANY(%s)"
+                " ORDER BY created_at, id LIMIT %s",
+                (projects, pool),
+            )
+        ).fetchall()
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
 async def run(
     settings,
     sizes: list[int],
@@ -380,8 +405,10 @@ async def run(
     concurrency: int = BUILD_CONCURRENCY,
     keep: bool = False,
     sample: int = EMBED_SAMPLE,
+    partial: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """``keep``: the store is kept, its projects named without a run id, so a later run on the same
+    """``partial``: called with the report so far after each size (a long run stopped early keeps
+    what it measured). ``keep``: the store is kept, its projects named without a run id, so a later run on the same
     ``--data-dir`` measures it again without rebuilding: sizes it holds already are measured as
     they are (recall only), larger ones grown from there. Only recall-side changes may be measured
     so: a write-path change needs a new store."""
@@ -399,7 +426,45 @@ async def run(
         have = await stored_count(ctx, list(projects.values())) if keep else 0
         if have:
             corpus.take(have)  # the stream goes on where the kept store ends
+            ctx.engine.embedder.fill(*await kept_pool(ctx, list(projects.values()), pool))
         reused = have
+
+        def report() -> dict[str, Any]:
+            cfg = config_snapshot(
+                ctx,
+                sizes=sorted(sizes),
+                queries=queries,
+                warmup_queries=WARMUP_QUERIES,
+                remember_batch=BATCH_SIZE,
+                embed_sample_per_size=sample,
+                touch=False,
+                recall="default limit and budget, reference_time = now",
+                floor="query embedding + SELECT id ... WHERE project ORDER BY embedding <=> q LIMIT k",
+                build=BUILD_RECIPE.format(pool=pool, noise=NOISE, sample=sample, concurrency=concurrency),
+                pool=pool,
+                pool_noise=NOISE,
+                build_concurrency=concurrency,
+                derived_vectors=ctx.engine.embedder.derived,
+                reused_store_memories=reused,
+            )
+            if keep and cfg["engine"].get("data_dir") not in (None, "(temporary)"):
+                cfg["engine"]["data_dir"] = (
+                    "(kept store, --data-dir)"  # a machine's path is not for the record
+                )
+            return {
+                "benchmark": "latency",
+                "corpus": {
+                    "seed": seed,
+                    "projects": len(corpus.projects),
+                    "generator": "memlane.server.bench.corpus",
+                },
+                "sizes": out_sizes,
+                "growth": growth_table(out_sizes),
+                "targets": evaluate_targets(out_sizes),
+                "config": cfg,
+                "versions": vers,
+            }
+
         for target in sorted(sizes):
             if target < have:
                 continue
@@ -433,38 +498,9 @@ async def run(
                     "database_mb": await database_mb(ctx),
                 }
             )
-        cfg = config_snapshot(
-            ctx,
-            sizes=sorted(sizes),
-            queries=queries,
-            warmup_queries=WARMUP_QUERIES,
-            remember_batch=BATCH_SIZE,
-            embed_sample_per_size=sample,
-            touch=False,
-            recall="default limit and budget, reference_time = now",
-            floor="query embedding + SELECT id ... WHERE project ORDER BY embedding <=> q LIMIT k",
-            build=BUILD_RECIPE.format(pool=pool, noise=NOISE, sample=sample, concurrency=concurrency),
-            pool=pool,
-            pool_noise=NOISE,
-            build_concurrency=concurrency,
-            derived_vectors=ctx.engine.embedder.derived,
-            reused_store_memories=reused,
-        )
-        if keep and cfg["engine"].get("data_dir") not in (None, "(temporary)"):
-            cfg["engine"]["data_dir"] = "(kept store, --data-dir)"  # a machine's path is not for the record
-    return {
-        "benchmark": "latency",
-        "corpus": {
-            "seed": seed,
-            "projects": len(corpus.projects),
-            "generator": "memlane.server.bench.corpus",
-        },
-        "sizes": out_sizes,
-        "growth": growth_table(out_sizes),
-        "targets": evaluate_targets(out_sizes),
-        "config": cfg,
-        "versions": vers,
-    }
+            if partial is not None:
+                partial(report())
+        return report()
 
 
 BUILD_RECIPE = (

@@ -232,11 +232,15 @@ def add_parser(sub) -> None:
     _store_args(p)
 
 
+def _write_json(report: dict[str, Any], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
 def _write(report: dict[str, Any], markdown: str, args, plot_fn=None) -> None:
     print(markdown)
     if getattr(args, "json", None):
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        _write_json(report, args.json)
     if getattr(args, "markdown", None):
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(markdown, encoding="utf-8")
@@ -287,6 +291,7 @@ def _latency(args, settings) -> int:
             pool=args.pool,
             concurrency=args.concurrency,
             keep=args.keep,
+            partial=(lambda r: _write_json(r, args.json)) if getattr(args, "json", None) else None,
         )
     )
     _write(result, report.latency_markdown(result), args, report.latency_plot)
