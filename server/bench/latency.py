@@ -144,8 +144,7 @@ async def grow(
     Real batches (the pool, then the step's last ``sample`` memories) are timed one at a
     time, and the sample's batches are also embedded bare, interleaved, so background load hits
     both sides of the throughput ratio alike. Between the two, the pool path writes the rest with
-    ``concurrency`` batches in flight (the writes of a project take turns, so this overlaps one
-    batch's embedding and reads with another's transaction); it is timed apart."""
+    ``concurrency`` batches in flight, each of one project (``by_project``); it is timed apart."""
     engine, emb = ctx.engine, ctx.engine.embedder
     items = corpus.take(n)
     pooled = isinstance(emb, PoolEmbedder)
@@ -204,6 +203,21 @@ async def grow(
     return out
 
 
+def by_project(items, size: int):
+    """Batches of ``size`` memories of one project each, in the stream's order within a project: the
+    writes of a project take turns (store/writes.py), so batches of several projects would make
+    every transaction wait for the one before it, where one project's batch waits only for that
+    project's."""
+    buffers: dict[str, list] = defaultdict(list)
+    for it in items:
+        buf = buffers[it.project]
+        buf.append(it)
+        if len(buf) == size:
+            yield buf
+            buffers[it.project] = []
+    yield from (buf for buf in buffers.values() if buf)
+
+
 async def _pool_build(engine, items, projects, concurrency: int, bar, show: bool) -> tuple[int, float]:
     """The pool path: ``items`` through ``remember_many``, ``concurrency`` batches in flight.
     Without a terminal (a long run in the background), a line on stderr every ``LOG_EVERY``."""
@@ -227,7 +241,7 @@ async def _pool_build(engine, items, projects, concurrency: int, bar, show: bool
 
     t0 = time.perf_counter()
     pending: set[asyncio.Task] = set()
-    for batch in chunks(items, BATCH_SIZE):
+    for batch in by_project(items, BATCH_SIZE):
         pending.add(asyncio.ensure_future(one(batch)))
         if len(pending) >= 2 * concurrency:  # a bounded queue: a million payloads are not built at once
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -510,6 +524,7 @@ BUILD_RECIPE = (
     "embedded by the model and form the pool; past it, each size step stores its last {sample} "
     "memories embedded by the model (the timed remember sample) and the rest with a pool-derived "
     "vector: the pool vector of a text naming the same first person and service, plus noise of norm "
-    "{noise} seeded by the text, normalised; {concurrency} such batches in flight. Questions are "
+    "{noise} seeded by the text, normalised; those in batches of one project each, {concurrency} "
+    "batches in flight. Questions are "
     "always embedded by the model."
 )
