@@ -472,7 +472,7 @@ async def run(
                     "projects": len(corpus.projects),
                     "generator": "memlane.server.bench.corpus",
                 },
-                "sizes": out_sizes,
+                "sizes": list(out_sizes),
                 "growth": growth_table(out_sizes),
                 "targets": evaluate_targets(out_sizes),
                 "config": cfg,

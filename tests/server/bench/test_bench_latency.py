@@ -41,6 +41,7 @@ def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
 
 
 def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, embedder, database_url):
+    partials: list[dict] = []
     result = asyncio.run(
         latency.run(
             bench_settings,
@@ -50,8 +51,10 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
             show_progress=False,
             pool=40,
             sample=32,
+            partial=partials.append,
         )
     )
+    assert [len(p["sizes"]) for p in partials] == [1, 2]  # the report so far, after each size
     small, large = result["sizes"]
     assert small["remember"]["real_embedded"] == 40 and "pool_build" not in small
     assert large["remember"] == {**large["remember"], "added": 160, "created": 160, "real_embedded": 32}
@@ -97,3 +100,14 @@ def test_the_growth_target_compares_the_largest_size_with_10k():
     assert growth["name"] == "recall p50 at the largest size (1M) / p50 at 10k"
     assert (growth["value"], growth["result"]) == (1.55, "FAIL")
     assert latency.evaluate_targets([size(10_000, 20), size(100_000, 29)])[2]["result"] == "pass"
+
+
+def test_pool_batches_hold_one_project_each_in_stream_order():
+    from memlane.server.bench.corpus import Item
+
+    items = [Item(content=str(i), project="ab"[i % 3 == 0], occurred_at=None) for i in range(10)]
+    batches = list(latency.by_project(items, 3))
+    assert all(len({it.project for it in b}) == 1 and len(b) <= 3 for b in batches)
+    assert sorted(int(it.content) for b in batches for it in b) == list(range(10))  # each once
+    for b in batches:
+        assert [int(it.content) for it in b] == sorted(int(it.content) for it in b)
