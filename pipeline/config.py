@@ -365,6 +365,13 @@ class RecallConfig(Section):
         description="Query words in more than this share of a project's memories do not select keyword "
         "candidates (they still score); keeps the keyword arm fast on large projects.",
     )
+    keyword_max_postings: int = Field(
+        default=10_000,
+        ge=1,
+        description="The keyword arm selects candidates with the question's rarest words while their "
+        "postings (memories containing them) add up to at most this many; the rest only score. Bounds "
+        "its work whatever the project's size.",
+    )
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009 use 60)."
     )

@@ -90,6 +90,7 @@ class _Loader:
     def __init__(self, store, project: str, cfg) -> None:
         self.store, self.project, self.cfg = store, project, cfg
         self.queries = 0
+        self.hubs: set[int] = set()  # entities seen past graph.max_entity_degree: never expanded
         self._hops: dict[tuple, dict[Any, list[tuple[Any, float]]]] = {}
         # Counting an entity's mentions past this says nothing more: it is not expanded.
         self._count_up_to = cfg.max_entity_degree + 1
@@ -99,9 +100,16 @@ class _Loader:
         if not any(r.ids for r in reads):
             return [[] for _ in reads]
         self.queries += 1
-        return await self.store.graph_reads(
+        found = await self.store.graph_reads(
             reads, project=self.project, per_node=self.cfg.per_node, count_up_to=self._count_up_to
         )
+        cap = self.cfg.max_entity_degree
+        for r, rows in zip(reads, found, strict=True):
+            if r.what == "mentions":
+                self.hubs.update(e for _, e, n in rows if n > cap)
+            elif r.what == "members":
+                self.hubs.update(e for e, _, n in rows if n > cap)
+        return found
 
     async def query_entities(self, keys: list[str]) -> dict[int, str]:
         if not keys:
@@ -403,6 +411,13 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
             "entry_points_from": source,
             "query_entities": sorted(set(query_entities.values())),
             "queries": loader.queries,
+            # What bounds the arm's reads whatever the project's size: links read per node, and
+            # mentions counted no further than the degree past which an entity is not expanded.
+            "bound": {
+                "per_node": cfg.per_node,
+                "max_entity_degree": cfg.max_entity_degree,
+                "hubs_not_expanded": len(loader.hubs),
+            },
         }
     )
     detail.setdefault("expanded", 0)

@@ -95,6 +95,7 @@ async def score_ids(ctx, query: Query, found, ids: list, embedding, terms) -> li
         arms=(first,),
         preselected={first: ids},
         common_df=ctx.config.recall.keyword_common_df,
+        max_postings=ctx.config.recall.keyword_max_postings,
         terms=terms,  # (the question's, as the keyword arm read them)
     )
     return calibrated(ctx.embedder, hits, ["vector"])  # on the store arms' scale

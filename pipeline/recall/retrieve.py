@@ -68,6 +68,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         "category": req.category,
         "tags": req.tags,
         "common_df": cfg.keyword_common_df,
+        "max_postings": cfg.keyword_max_postings,
         "topics": req.topics,
         "fact_types": req.fact_types,
     }
@@ -202,6 +203,12 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             out.add_list(arm.name, await arm.run(ctx, query, out))
     _keep_admitted(out, req)
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
+    if out.terms is not None:  # the keyword arm's bound (store/search.py), for the question's text
+        detail["keyword"] = {
+            "postings": out.terms.postings,
+            "max_postings": cfg.keyword_max_postings,
+            "terms_capped": out.terms.capped,
+        }
     if req.explain:  # each arm's own ranked list, for the recall explorer (ids: the trace is JSON)
         detail["hits"] = {
             name: [[str(m.id), round(score, 4)] for m, score in hits[:HITS_EXPLAINED]]

@@ -33,7 +33,13 @@ from memlane.pipeline.store.vectors import project_is
 #   so the keyword arm would score the whole project. They still count in the score of the memories
 #   the other lexemes select. Leaving out lexemes over 5% barely moves R@5 and R@20 on the
 #   development set.
+# - It reads at most recall.keyword_max_postings postings in all, whatever the project's size: the
+#   kept lexemes, rarest first, while the sum of their document frequencies stays within it (a
+#   rarest lexeme over it selects nothing). The share above still lets each lexeme have thousands of
+#   postings in a large project, and the arm scores every memory they select.
 # - Lexemes are quoted (backslashes dropped, quotes doubled) so none is read as an operator.
+# recall.keyword_max_postings' default, for callers that do not pass it.
+KEYWORD_MAX_POSTINGS = 10_000
 QUERY_CTES = r"""
 qlex AS (
     SELECT DISTINCT lx FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx
@@ -46,18 +52,26 @@ ps AS (
 qstat AS (
     SELECT qlex.lx, coalesce(l.df, 0) AS df, ps.docs, ps.avgdl,
            ln(1 + (ps.docs - coalesce(l.df, 0) + 0.5) / (coalesce(l.df, 0) + 0.5)) AS idf,
-           rank() OVER (ORDER BY coalesce(l.df, 0)) AS rarity
+           rank() OVER (ORDER BY coalesce(l.df, 0)) AS rarity,
+           sum(coalesce(l.df, 0)) OVER (ORDER BY coalesce(l.df, 0), qlex.lx) AS postings
       FROM qlex CROSS JOIN ps
       LEFT JOIN memlane_lexemes l ON l.project = %(project)s AND l.lexeme = qlex.lx
+),
+qsel AS (
+    SELECT qstat.*, (df <= %(common_df)s * docs OR rarity = 1) AS selective,
+           postings <= %(max_postings)s AS within
+      FROM qstat
 ),
 qidf AS (
     SELECT array_agg(lx ORDER BY lx) AS lexemes,
            array_agg(idf ORDER BY lx) AS idfs,
            coalesce(string_agg('''' || replace(replace(lx, '\', ''), '''', '''''') || '''', ' | ')
-                        FILTER (WHERE df <= %(common_df)s * docs OR rarity = 1),
+                        FILTER (WHERE selective AND within),
                     '')::tsquery AS tq,
-           coalesce(max(avgdl), 1.0) AS avgdl
-      FROM qstat
+           coalesce(max(avgdl), 1.0) AS avgdl,
+           coalesce(max(postings) FILTER (WHERE selective AND within), 0)::bigint AS postings,
+           count(*) FILTER (WHERE selective AND NOT within) AS capped
+      FROM qsel
 )"""
 
 # The same ``qidf`` from values a statement of the same recall already computed (``QueryTerms``): the
@@ -79,6 +93,10 @@ class QueryTerms:
     idfs: tuple[float, ...]
     avgdl: float
     tsquery: str
+    # Postings the tsquery selects (the sum of its lexemes' document frequencies), and how many
+    # lexemes recall.keyword_max_postings left out of it: the keyword arm's bound, for the trace.
+    postings: int = 0
+    capped: int = 0
 
     def params(self) -> dict[str, Any]:
         return {
@@ -168,11 +186,17 @@ class SearchQueries:
 
     @staticmethod
     def _where(
-        project, query, k, category, tags, common_df, topics=(), fact_types=()
+        project, query, k, category, tags, common_df, topics=(), fact_types=(), max_postings=None
     ) -> tuple[str, dict[str, Any]]:
         # The project in the text: its own vector index serves the vector arm (store/vectors.py).
         filters = [project_is("m.project", project), "(m.expires_at IS NULL OR m.expires_at > now())"]
-        params: dict[str, Any] = {"project": project, "q": query, "k": k, "common_df": common_df}
+        params: dict[str, Any] = {
+            "project": project,
+            "q": query,
+            "k": k,
+            "common_df": common_df,
+            "max_postings": KEYWORD_MAX_POSTINGS if max_postings is None else max_postings,
+        }
         if category is not None:
             filters.append("m.category = %(category)s")
             params["category"] = category
@@ -201,6 +225,7 @@ class SearchQueries:
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
         embedding: list[float] | None = None,
+        max_postings: int | None = None,
     ) -> tuple[list[UUID], list[float] | None, QueryTerms | None]:
         """One store arm alone: the ids of its top k (for the keyword arm best first, ties by
         content), and for an arm that reads the question's lexemes (keyword) their scores and the
@@ -210,16 +235,18 @@ class SearchQueries:
         spec = SQL_ARMS[arm]
         if spec.needs_embedding and embedding is None:
             raise ValueError(f"the {arm} arm needs an embedding")
-        where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
+        where, params = self._where(
+            project, query, k, category, tags, common_df, topics, fact_types, max_postings
+        )
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         sql = f"{spec.cte} AS ({spec.select.format(where=where)})"
         if not spec.reads_lexemes:
-            sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL, NULL FROM {spec.cte}"
+            sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM {spec.cte}"
         else:
             sql = (
                 f"WITH {QUERY_CTES}, {sql} SELECT ids, scores,"
-                " qidf.lexemes, qidf.idfs, qidf.avgdl, qidf.tq::text FROM qidf,"
+                " qidf.lexemes, qidf.idfs, qidf.avgdl, qidf.tq::text, qidf.postings, qidf.capped FROM qidf,"
                 f" (SELECT array_agg(id ORDER BY score DESC, tie) AS ids,"
                 f" array_agg(score ORDER BY score DESC, tie) AS scores FROM {spec.cte}) AS top"
             )
@@ -229,11 +256,16 @@ class SearchQueries:
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
-            ids, scores, lexemes, idfs, avgdl, tsquery = await cur.fetchone()
+            ids, scores, lexemes, idfs, avgdl, tsquery, postings, capped = await cur.fetchone()
         terms = None
         if spec.reads_lexemes:
             terms = QueryTerms(
-                tuple(lexemes or ()), tuple(float(x) for x in idfs or ()), float(avgdl), tsquery
+                tuple(lexemes or ()),
+                tuple(float(x) for x in idfs or ()),
+                float(avgdl),
+                tsquery,
+                int(postings or 0),
+                int(capped or 0),
             )
         return list(ids or ()), [float(x) for x in scores or ()] if spec.reads_lexemes else None, terms
 
@@ -253,6 +285,7 @@ class SearchQueries:
         topics: tuple[str, ...] = (),
         fact_types: tuple[str, ...] = (),
         terms: QueryTerms | None = None,
+        max_postings: int | None = None,
     ) -> list[Hit]:
         """Run the store arms (each its top k; an arm in ``preselected`` already ran, through
         ``candidates``), then score every candidate of any arm on every arm that can score it:
@@ -260,7 +293,9 @@ class SearchQueries:
         its top k. ``terms``: this query's ``QueryTerms`` in this project (with this
         ``common_df``), when ``candidates`` read them already."""
         preselected = preselected or {}
-        where, params = self._where(project, query, k, category, tags, common_df, topics, fact_types)
+        where, params = self._where(
+            project, query, k, category, tags, common_df, topics, fact_types, max_postings
+        )
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         usable = {n: s for n, s in SQL_ARMS.items() if embedding is not None or not s.needs_embedding}
@@ -318,13 +353,14 @@ class SearchQueries:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         common_df: float = 0.05,
+        max_postings: int | None = None,
     ) -> tuple[list[Hit], int]:
         """The temporal arm's read: memories whose ``occurred_at`` falls in any of ``ranges``
         (``(start, end)``, start inclusive, end exclusive, ``None`` open), at most ``max_scan`` of
         them (the latest) read through the (project, occurred_at) index, scored exactly by cosine
         to ``embedding`` and BM25 of ``query``; returns the best ``k`` by cosine + BM25 / best BM25
         in the range, and how many were scanned."""
-        where, params = self._where(project, query, k, category, tags, common_df)
+        where, params = self._where(project, query, k, category, tags, common_df, max_postings=max_postings)
         params["max_scan"] = max_scan
         clauses = []
         for i, (start, end) in enumerate(ranges):

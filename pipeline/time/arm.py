@@ -54,6 +54,7 @@ async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, st
         category=req.category,
         tags=req.tags,
         common_df=cfg.recall.keyword_common_df,
+        max_postings=cfg.recall.keyword_max_postings,
     )
     hits = calibrated(ctx.embedder, hits, ["vector"])  # the floor is on the reference scale
     best_bm25 = max((h.scores.get("keyword", 0.0) for h in hits), default=0.0)
@@ -125,6 +126,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
         category=req.category,
         tags=req.tags,
         common_df=cfg.recall.keyword_common_df,
+        max_postings=cfg.recall.keyword_max_postings,
     )
     hits = calibrated(ctx.embedder, hits, ["vector"])  # on the scale of the other arms' cosines
     # The memory an event range was anchored on is the event itself, not what happened around it:

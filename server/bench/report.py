@@ -240,21 +240,39 @@ def latency_markdown(r: dict[str, Any]) -> str:
         "recall p95",
         "floor p50",
         "recall/floor",
+        "PSS MB",
+        "database MB",
     ]
     rows = [
         [
             s["memories"],
-            s["remember"]["per_second"],
-            s["embedding"]["per_second"],
+            s.get("remember", {}).get("per_second"),  # (none on a kept store measured as it was)
+            s.get("embedding", {}).get("per_second"),
             s["remember_vs_embedding"],
             s["recall"]["p50"],
             s["recall"]["p95"],
             s["floor"]["p50"],
             s["recall_vs_floor"],
+            (s.get("memory") or {}).get("pss_mb"),
+            s.get("database_mb"),
         ]
         for s in r["sizes"]
     ]
-    lines += _table(header, rows) + ["", "### Recall p50 per stage (ms)", ""]
+    lines += _table(header, rows)
+    built = [s for s in r["sizes"] if "pool_build" in s]
+    if built:
+        lines += ["", "### Pool path (pool-derived vectors, the same write path)", ""]
+        lines += _table(
+            ["memories", "written", "seconds", "memories/s", "batches in flight"],
+            [
+                [s["memories"], b["memories"], b["seconds"], b["per_second"], b["concurrency"]]
+                for s in built
+                for b in [s["pool_build"]]
+            ],
+        )
+    if r["config"].get("build"):
+        lines += ["", f"Build: {r['config']['build']}"]
+    lines += ["", "### Recall p50 per stage (ms)", ""]
     sizes = [str(s["memories"]) for s in r["sizes"]]
     stages = list(r["sizes"][0]["recall"]["stages"]) if r["sizes"] else []
     stage_rows = [[st, *(s["recall"]["stages"][st]["p50"] for s in r["sizes"])] for st in stages]
@@ -286,11 +304,14 @@ def latency_plot(r: dict[str, Any], out: str | Path) -> None:
     ax1.legend(fontsize=8)
     x = range(len(sizes))
     ax2.bar(
-        [i - 0.2 for i in x], [s["remember"]["per_second"] for s in r["sizes"]], width=0.4, label="remember"
+        [i - 0.2 for i in x],
+        [s.get("remember", {}).get("per_second") or 0 for s in r["sizes"]],
+        width=0.4,
+        label="remember",
     )
     ax2.bar(
         [i + 0.2 for i in x],
-        [s["embedding"]["per_second"] for s in r["sizes"]],
+        [s.get("embedding", {}).get("per_second") or 0 for s in r["sizes"]],
         width=0.4,
         label="raw embedding",
     )

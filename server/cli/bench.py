@@ -108,6 +108,23 @@ def add_parser(sub) -> None:
     p.add_argument("--memories", type=_sizes, default=_sizes(DEFAULT_SIZES), help=f"default {DEFAULT_SIZES}")
     p.add_argument("--queries", type=int, default=100, help="recall queries per size (default 100)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--pool",
+        type=_positive,
+        default=10_000,
+        help="memories embedded by the model before the rest get pool-derived vectors (default 10000)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=2,
+        help="pool-path remember_many batches in flight (default 2)",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="with --data-dir: keep the store (projects without a run id) and reuse it next time",
+    )
     _common(p)
 
     p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
@@ -241,11 +258,15 @@ def add_parser(sub) -> None:
     _store_args(p)
 
 
+def _write_json(report: dict[str, Any], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
 def _write(report: dict[str, Any], markdown: str, args, plot_fn=None) -> None:
     print(markdown)
     if getattr(args, "json", None):
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        _write_json(report, args.json)
     if getattr(args, "markdown", None):
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(markdown, encoding="utf-8")
@@ -288,7 +309,15 @@ def _latency(args, settings) -> int:
 
     result = asyncio.run(
         latency.run(
-            settings, args.memories, queries=args.queries, seed=args.seed, show_progress=not args.quiet
+            settings,
+            args.memories,
+            queries=args.queries,
+            seed=args.seed,
+            show_progress=not args.quiet,
+            pool=args.pool,
+            concurrency=args.concurrency,
+            keep=args.keep,
+            partial=(lambda r: _write_json(r, args.json)) if getattr(args, "json", None) else None,
         )
     )
     _write(result, report.latency_markdown(result), args, report.latency_plot)
@@ -477,6 +506,9 @@ def _all(args, settings) -> int:
         memories=args.memories,
         queries=args.queries,
         seed=args.seed,
+        pool=10_000,
+        concurrency=2,
+        keep=False,
         quiet=args.quiet,
         json=str(out / "latency.json"),
         markdown=str(out / "latency.md"),

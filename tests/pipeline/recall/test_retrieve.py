@@ -2,6 +2,7 @@
 or outside the scoring statement, and the keyword arm's question terms reused."""
 
 from types import SimpleNamespace
+from uuid import UUID
 
 import pytest
 
@@ -111,3 +112,36 @@ async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_a
         "vector", project="default", query="x", k=3, embedding=embedding
     )
     assert none is None and no_scores is None and len(vec_ids) == 3
+
+
+@pytest.mark.parametrize(
+    ("max_postings", "selected", "capped"),
+    [(12, {"checklist", "pipeline"}, 1), (3, set(), 3), (10_000, {"checklist", "pipeline", "deploy"}, 0)],
+)
+async def test_the_keyword_arm_reads_at_most_max_postings_and_the_trace_says_so(
+    engine_config, open_engine, max_postings, selected, capped
+):
+    """Rarest lexemes first while their postings add up to at most recall.keyword_max_postings: the
+    rest only score. keyword_common_df = 1 leaves every lexeme to the cap."""
+    recall = engine_config.recall.model_copy(
+        update={"keyword_common_df": 1.0, "keyword_max_postings": max_postings}
+    )
+    engine = await open_engine(engine_config.model_copy(update={"recall": recall}))
+    words = lambda i: ("checklist " if i < 4 else "") + ("pipeline " if 4 <= i < 12 else "")  # noqa: E731
+    await engine.remember_many([{"content": f"Note {i}: {words(i)}deploy to cluster {i}"} for i in range(60)])
+    req = engine.recall_request("deploy pipeline checklist", explain=True)
+    result = await engine.recall(req, touch=False)
+    [stage] = [s for s in result.trace.stages if s.stage == "retrieval"]
+    bound = stage.detail["keyword"]
+    postings = {"checklist": 4, "pipeline": 8, "deploy": 60}
+    assert bound == {
+        "postings": sum(postings[w] for w in selected),
+        "max_postings": max_postings,
+        "terms_capped": capped,
+    }
+    hits = stage.detail["hits"].get("keyword", [])
+    contents = [(await engine.store.get(UUID(h[0]))).content for h in hits]
+    assert len(hits) == min(sum(postings[w] for w in selected), 50)
+    assert all(any(w in c for w in selected) for c in contents)
+    graph = stage.detail["graph"]["bound"]
+    assert graph["max_entity_degree"] == engine.config.graph.max_entity_degree and graph["per_node"] > 0

@@ -97,7 +97,9 @@ async def test_inline_bm25_equals_the_reference_function(engine, database_url):
         " memlane_bm25(m.tsv, qidf.lexemes, qidf.idfs, qidf.avgdl) FROM memories m, qidf WHERE m.project = 'bm'"
     )
     with psycopg.connect(database_url) as conn:
-        rows = conn.execute(sql, {"q": query, "project": "bm", "common_df": 1.0}).fetchall()
+        rows = conn.execute(
+            sql, {"q": query, "project": "bm", "common_df": 1.0, "max_postings": 100}
+        ).fetchall()
     assert len(rows) == len(texts)
     assert sum(1 for _, inline, _ in rows if inline > 0) == 4
     for content, inline, reference in rows:

@@ -1,0 +1,113 @@
+"""``memlane bench latency`` past its pool: the pool-derived build goes through the same write path,
+the real sample times the throughput ratio, a kept store is measured again without a rebuild, and
+the memory and bounds a size reports are there. Small sizes, on the session's PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import psycopg
+import pytest
+
+from memlane.server.bench import latency, report
+from memlane.server.settings import load
+
+
+@pytest.fixture
+def bench_settings(database_url, tmp_path):
+    return load(data_dir=tmp_path, database={"url": database_url})
+
+
+def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
+    pooled = latency.PoolEmbedder(embedder, pool=3)
+    pool_texts = [
+        "Alice Moreau moved billing to Kafka.",
+        "Chen Wei owns the search index.",
+        "Lunch was late.",
+    ]
+    pool_vecs = np.asarray(pooled.embed_passages(pool_texts))
+    pooled.mode = "pool"
+    texts = ["Alice Moreau said billing retries double.", "Alice Moreau: billing is on call this week."]
+    vecs = np.asarray(pooled.embed_passages(texts))
+    assert pooled.derived == 2
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(vecs[0], vecs[1])  # distinct texts, distinct vectors
+    assert np.allclose(pooled.embed_passages(texts[:1])[0], vecs[0])  # seeded by the text
+    # Both name Alice Moreau and billing: derived from the first pool text, at the noise's cosine.
+    cos = vecs @ pool_vecs[0]
+    assert np.allclose(cos, 1 / np.sqrt(1 + latency.NOISE**2), atol=0.05)
+    assert np.asarray(pooled.embed_queries(["billing?"])).shape == (1, embedder.dim)  # the model's
+
+
+def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, embedder, database_url):
+    partials: list[dict] = []
+    result = asyncio.run(
+        latency.run(
+            bench_settings,
+            [40, 200],
+            queries=3,
+            embedder=embedder,
+            show_progress=False,
+            pool=40,
+            sample=32,
+            partial=partials.append,
+        )
+    )
+    assert [len(p["sizes"]) for p in partials] == [1, 2]  # the report so far, after each size
+    small, large = result["sizes"]
+    assert small["remember"]["real_embedded"] == 40 and "pool_build" not in small
+    assert large["remember"] == {**large["remember"], "added": 160, "created": 160, "real_embedded": 32}
+    assert large["embedding"]["texts"] == 32  # the same sample, embedded bare too
+    assert large["pool_build"]["memories"] == 128 and large["pool_build"]["per_second"] > 0
+    assert result["config"]["derived_vectors"] == 128 and "pool-derived" in result["config"]["build"]
+    assert large["memory"] is None  # a database the bench did not start: not its memory
+    assert large["database_mb"] > 0
+    names = [t["name"] for t in result["targets"]]
+    assert names[2] == "recall p50 at the largest size (none over 10k) / p50 at 10k"
+    assert result["targets"][2]["result"] == "not measured"
+    assert "Pool path" in report.latency_markdown(result)
+    with psycopg.connect(database_url) as conn:  # the run's projects are gone
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+def test_a_kept_store_is_measured_again_and_grown_from_where_it_ends(bench_settings, embedder, database_url):
+    def run(sizes):
+        return asyncio.run(
+            latency.run(
+                bench_settings, sizes, queries=2, embedder=embedder, show_progress=False, pool=30, keep=True
+            )
+        )
+
+    first = run([60])
+    assert first["config"]["reused_store_memories"] == 0
+    again = run([30, 60, 90])
+    assert again["config"]["reused_store_memories"] == 60
+    kept, grown = again["sizes"]  # 30 is smaller than the kept store: not measurable any more
+    assert kept["memories"] == 60 and kept["reused"] and kept["remember_vs_embedding"] is None
+    assert grown["memories"] == 90 and grown["remember"]["created"] == 30  # the stream went on
+    assert "| 60 | - |" in report.latency_markdown(again)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 90
+
+
+def test_the_growth_target_compares_the_largest_size_with_10k():
+    def size(n, p50):
+        return {"memories": n, "recall": {"p50": p50}, "recall_vs_floor": 1.0, "remember_vs_embedding": 1.0}
+
+    targets = latency.evaluate_targets([size(1000, 10), size(10_000, 20), size(1_000_000, 31)])
+    growth = targets[2]
+    assert growth["name"] == "recall p50 at the largest size (1M) / p50 at 10k"
+    assert (growth["value"], growth["result"]) == (1.55, "FAIL")
+    assert latency.evaluate_targets([size(10_000, 20), size(100_000, 29)])[2]["result"] == "pass"
+
+
+def test_pool_batches_hold_one_project_each_in_stream_order():
+    from memlane.server.bench.corpus import Item
+
+    items = [Item(content=str(i), project="ab"[i % 3 == 0], occurred_at=None) for i in range(10)]
+    batches = list(latency.by_project(items, 3))
+    assert all(len({it.project for it in b}) == 1 and len(b) <= 3 for b in batches)
+    assert sorted(int(it.content) for b in batches for it in b) == list(range(10))  # each once
+    for b in batches:
+        assert [int(it.content) for it in b] == sorted(int(it.content) for it in b)
