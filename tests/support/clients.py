@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from memlane.pipeline.engine import Engine
 from memlane.server.mcp.app import build_server
@@ -62,3 +64,14 @@ async def read_stats(client: Client) -> dict[str, Any]:
     assert len(res.contents) == 1
     assert res.contents[0].mime_type == "application/json"
     return json.loads(res.contents[0].text)
+
+
+@asynccontextmanager
+async def http_client(port: int, token: str | None) -> AsyncIterator[Client]:
+    """A client over streamable HTTP to a ``memlane serve`` on this port, sending ``token``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with (
+        create_mcp_http_client(headers=headers) as hc,
+        Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=hc)) as client,
+    ):
+        yield client

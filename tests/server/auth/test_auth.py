@@ -13,17 +13,14 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from support.clients import call_error, call_ok, read_stats
+from support.clients import call_error, call_ok, http_client, read_stats
 from support.processes import CLI_TIMEOUT, MEMLANE, free_port, run_memlane, serve, server_env
 
 from memlane.server.auth.token_store import TokenStore, digest
@@ -45,16 +42,6 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 
 def memlane(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     return run_memlane(*args, env=server_env(data_dir))
-
-
-@asynccontextmanager
-async def http_client(port: int, token: str | None):
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with (
-        create_mcp_http_client(headers=headers) as hc,
-        Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=hc)) as client,
-    ):
-        yield client
 
 
 # -- one data directory with tokens, served over streamable HTTP (with /ui) and SSE -------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,7 @@ import httpx2
 import psycopg
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from support.clients import call_error, call_ok
+from support.clients import call_error, call_ok, http_client
 from support.processes import initialize, run_memlane, serve, server_env, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -56,16 +53,6 @@ def site(external_pg) -> Iterator[Site]:
     tokens = {"acme": create_token(env, "acme", "acme*"), "admin": create_token(env, "admin", "*")}
     with serve(env) as served:
         yield Site(url, data_dir, served.port, tokens)
-
-
-@asynccontextmanager
-async def http_client(port: int, token: str | None):
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with (
-        create_mcp_http_client(headers=headers) as hc,
-        Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=hc)) as client,
-    ):
-        yield client
 
 
 async def _status(port: int, token: str | None) -> int:
