@@ -49,3 +49,12 @@ class ModelMismatch(StoreError):
 class NotAllowed(MemlaneError, PermissionError):
     """The caller's token does not cover that project. The message names only what the caller
     asked for and what its token covers, never anything about other projects."""
+
+
+def database_reason(e: BaseException) -> str:
+    """The server's or libpq's reason for a database error, without the socket path preamble:
+    "Connection refused", "the database system is shutting down", "terminating connection due to
+    administrator command"."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    reason = first.rsplit("failed: ", 1)[-1].replace("FATAL:", "").strip()
+    return reason or type(e).__name__

@@ -25,6 +25,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreError
+from memlane.pipeline.errors import database_reason as _why
 from memlane.pipeline.store import backup
 from memlane.pipeline.store import migrate as migrations
 from memlane.pipeline.store.replicas import current_route
@@ -53,14 +54,6 @@ _CONNECTION_ERRORS = (
     psycopg.InterfaceError,
 )
 _TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
-
-
-def _why(e: BaseException) -> str:
-    """The server's or libpq's reason, without the socket path preamble: "Connection refused",
-    "the database system is shutting down", "terminating connection due to administrator command"."""
-    first = (str(e).strip().splitlines() or [""])[0]
-    reason = first.rsplit("failed: ", 1)[-1].replace("FATAL:", "").strip()
-    return reason or type(e).__name__
 
 
 class Connection:

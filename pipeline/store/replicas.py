@@ -33,6 +33,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from memlane.pipeline.errors import database_reason as _why
+
 log = logging.getLogger(__name__)
 
 LOCAL_CALLER = "local"
@@ -70,11 +72,6 @@ def parse_lsn(text: str) -> int:
 
 def format_lsn(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
-
-
-def _why(e: BaseException) -> str:
-    first = (str(e).strip().splitlines() or [""])[0]
-    return first.rsplit("failed: ", 1)[-1].replace("FATAL:", "").strip() or type(e).__name__
 
 
 def replica_name(dsn: str) -> str:
