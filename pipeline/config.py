@@ -366,7 +366,7 @@ class RecallConfig(Section):
         "candidates (they still score); keeps the keyword arm fast on large projects.",
     )
     keyword_max_postings: int = Field(
-        default=10_000,
+        default=2_000,
         ge=1,
         description="The keyword arm selects candidates with the question's rarest words while their "
         "postings (memories containing them) add up to at most this many; the rest only score. Bounds "
