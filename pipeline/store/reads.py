@@ -70,7 +70,7 @@ class Reads:
         async with self._connection() as conn:
             cur = await conn.execute(
                 f"SELECT id FROM memories WHERE {project_is('project', project)}"
-                " ORDER BY embedding <=> %s LIMIT %s",
+                " ORDER BY embedding <=> %b LIMIT %s",
                 (np.asarray(embedding, dtype=np.float32), k),
             )
             return [r[0] for r in await cur.fetchall()]

@@ -144,12 +144,14 @@ class SqlArm:
     reads_lexemes: bool
 
 
+# %(emb)b: the question's vector goes in pgvector's binary form, as the write path's do; printed
+# as decimals it cost about 0.6 ms of the event loop per statement, a hundred times the binary.
 SQL_ARMS: dict[str, SqlArm] = {
     "vector": SqlArm(
         cte="vec",
         select="SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
-        " ORDER BY m.embedding <=> %(emb)s, m.content_hash LIMIT %(k)s",
-        score="1 - (m.embedding <=> %(emb)s)",
+        " ORDER BY m.embedding <=> %(emb)b, m.content_hash LIMIT %(k)s",
+        score="1 - (m.embedding <=> %(emb)b)",
         needs_embedding=True,
         reads_lexemes=False,
     ),
@@ -313,7 +315,7 @@ class SearchQueries:
             spec = usable[name]
             if name in preselected:
                 params[f"{name}_ids"] = preselected[name]
-                ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)s::uuid[]) AS id)")
+                ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)b::uuid[]) AS id)")
             else:
                 ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
         cols = M_MEMORY_COLUMNS
@@ -379,7 +381,7 @@ class SearchQueries:
             return [], 0
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
-            cosine = "1 - (m.embedding <=> %(emb)s)"
+            cosine = "1 - (m.embedding <=> %(emb)b)"
         else:
             cosine = "NULL::float8"
         cols = M_MEMORY_COLUMNS
