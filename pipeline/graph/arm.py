@@ -75,6 +75,13 @@ def _query_keys(query) -> list[str]:
     return sorted({k for k in keys if k})
 
 
+def _order(node) -> tuple:
+    """A node's place among ties: the order of ``str(node)`` (an entity node's tuple before any
+    memory id, ids by their text), without formatting thousands of ids per recall (a UUID's text
+    orders as its integer does)."""
+    return (1, node.int) if isinstance(node, UUID) else (0, str(node))
+
+
 def _link_weight(kind: str, weight: float, causes_boost: float) -> float:
     base = KIND_WEIGHT.get(kind)
     w = weight if base is None else base
@@ -129,10 +136,10 @@ class _Loader:
 
 def _hop_read(step: str, frontier) -> GraphRead:
     if step == "mention":
-        return GraphRead("mentions", tuple(sorted(frontier, key=str)))
+        return GraphRead("mentions", tuple(sorted(frontier, key=_order)))
     if step == "member":
         return GraphRead("members", tuple(sorted({e[1] for e in frontier})))
-    return GraphRead("edges", tuple(sorted(frontier, key=str)), ("next",) if step == "next" else (step,))
+    return GraphRead("edges", tuple(sorted(frontier, key=_order)), ("next",) if step == "next" else (step,))
 
 
 def _hop_out(step: str, rows: list[tuple], cfg) -> dict[Any, list[tuple[Any, float]]]:
@@ -168,7 +175,7 @@ async def spreading_activation(
     import networkx as nx  # here: 0.2 s to import, on a server's start-up path otherwise
 
     g = nx.Graph()
-    seed_ids = sorted(seeds, key=str)
+    seed_ids = sorted(seeds, key=_order)
     (edges, mentions), query_entities = await asyncio.gather(
         loader.read(
             [
@@ -333,7 +340,7 @@ class _Push:
     def frontier(self, room: int) -> dict[Any, dict[Any, float]]:
         """The (at most ``room``) nodes holding the most mass, above ``PUSH_EPSILON``."""
         totals = sorted(
-            ((n, sum(o.values())) for n, o in self.residual.items()), key=lambda kv: (-kv[1], str(kv[0]))
+            ((n, sum(o.values())) for n, o in self.residual.items()), key=lambda kv: (-kv[1], _order(kv[0]))
         )
         return {n: self.residual[n] for n, r in totals[: max(room, 0)] if r > PUSH_EPSILON}
 
@@ -423,7 +430,7 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
     detail.setdefault("expanded", 0)
     limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
     # Activation received can add up past 1.
-    ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], str(kv[0])))
+    ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], _order(kv[0])))
     if "reached" in detail:
         detail["reached"] = _reached(detail["reached"], ranked[:limit], query_entities)
     return Expansion(ranked[:limit], detail)

@@ -86,6 +86,19 @@ def test_normalise():
     assert normalise("James’") == "james" and normalise("James's") == "james"
 
 
+def test_ties_among_graph_nodes_order_as_their_text_does():
+    """The arm breaks ties by a node's text (deterministic, never the random ids' hash order); its
+    sort key orders entity nodes and memory ids exactly as ``str`` would, without formatting ids."""
+    import random
+    import uuid
+
+    rng = random.Random(3)
+    nodes = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(200)]
+    nodes += [("e", rng.randrange(1, 10**6)) for _ in range(50)] + [("e", 7), ("e", 70), ("e", 123)]
+    rng.shuffle(nodes)
+    assert sorted(nodes, key=graph._order) == sorted(nodes, key=str)
+
+
 def test_a_first_name_resolves_to_the_one_full_name_only_when_unambiguous():
     caroline = Entity("caroline smith", "Caroline Smith", "name")
     found = resolve_aliases([Entity("caroline", "Caroline", "name")], [caroline])
