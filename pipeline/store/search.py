@@ -10,6 +10,7 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 
+from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.connection import read_again_once
@@ -41,8 +42,8 @@ from memlane.pipeline.store.vectors import project_is
 #   one question at a million memories), which no index avoids: the default keeps the arm about as
 #   fast as the question's embedding at that size.
 # - Lexemes are quoted (backslashes dropped, quotes doubled) so none is read as an operator.
-# recall.keyword_max_postings' default, for callers that do not pass it.
-KEYWORD_MAX_POSTINGS = 2_000
+# recall.keyword_max_postings' default, for callers that do not pass it (one number, in the schema).
+KEYWORD_MAX_POSTINGS: int = RecallConfig.model_fields["keyword_max_postings"].default
 QUERY_CTES = r"""
 qlex AS (
     SELECT DISTINCT lx FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx
