@@ -72,7 +72,8 @@ class PoolEmbedder:
         return getattr(self._real, name)
 
     def fill(self, texts: list[str], vectors) -> None:
-        """The pool of a kept store: its first memories, as they were embedded."""
+        """Texts and their model vectors into the pool, until it holds ``pool_size``: the first
+        memories embedded, or those of a kept store as they were."""
         import numpy as np
 
         for text, vec in zip(texts, vectors, strict=True):
@@ -98,10 +99,7 @@ class PoolEmbedder:
 
         if self.mode == "real" or not self._vectors:
             vecs = self._real.embed_passages(texts)
-            for text, vec in zip(texts, vecs, strict=True):
-                if len(self._vectors) < self.pool_size:
-                    self._by_key[self._key(text)].append(len(self._vectors))
-                    self._vectors.append(np.asarray(vec, dtype=np.float32))
+            self.fill(texts, vecs)  # (the pool's first texts; a full pool takes no more)
             return vecs
         out = []
         for text in texts:
@@ -158,12 +156,10 @@ async def grow(
     stored_s, raw_s, raw_n, real_n, created = 0.0, 0.0, 0, 0, 0
     sample_from = max(0, len(head) - sample) if not tail else None
     with progress(n, "remember", show, unit="mem") as bar:
-        if pooled:
-            emb.mode = "real"
         for part, sampled in ((head, sample_from), (tail, 0 if tail else None)):
+            if pooled:
+                emb.mode = "real"  # (the pool path, between the two, sets "pool")
             for i, batch in enumerate(chunks(part, BATCH_SIZE)):
-                if part is tail and pooled:
-                    emb.mode = "real"
                 texts = [it.content for it in batch]
                 if sampled is not None and (i + 1) * BATCH_SIZE > sampled and raw_n < sample:
                     t0 = time.perf_counter()

@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_SIZES = "1000,10000,100000"
+# bench latency's build defaults, here because its module loads only when it runs (latency.POOL and
+# latency.BUILD_CONCURRENCY are the same numbers; a test checks).
+DEFAULT_POOL = 10_000
+DEFAULT_CONCURRENCY = 2
 ALL_SIZES = "1000,10000"
 
 
@@ -111,14 +115,14 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--pool",
         type=_positive,
-        default=10_000,
-        help="memories embedded by the model before the rest get pool-derived vectors (default 10000)",
+        default=DEFAULT_POOL,
+        help=f"memories embedded by the model before the rest get pool-derived vectors (default {DEFAULT_POOL})",
     )
     p.add_argument(
         "--concurrency",
         type=_positive,
-        default=2,
-        help="pool-path remember_many batches in flight (default 2)",
+        default=DEFAULT_CONCURRENCY,
+        help=f"pool-path remember_many batches in flight (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
         "--keep",
@@ -506,8 +510,8 @@ def _all(args, settings) -> int:
         memories=args.memories,
         queries=args.queries,
         seed=args.seed,
-        pool=10_000,
-        concurrency=2,
+        pool=DEFAULT_POOL,
+        concurrency=DEFAULT_CONCURRENCY,
         keep=False,
         quiet=args.quiet,
         json=str(out / "latency.json"),

@@ -111,3 +111,9 @@ def test_pool_batches_hold_one_project_each_in_stream_order():
     assert sorted(int(it.content) for b in batches for it in b) == list(range(10))  # each once
     for b in batches:
         assert [int(it.content) for it in b] == sorted(int(it.content) for it in b)
+
+
+def test_the_cli_defaults_are_the_benchmark_s_own():
+    from memlane.server.cli import bench as cli
+
+    assert (cli.DEFAULT_POOL, cli.DEFAULT_CONCURRENCY) == (latency.POOL, latency.BUILD_CONCURRENCY)
