@@ -144,7 +144,7 @@ async def grow(
     both sides of the throughput ratio alike. Between the two, the pool path writes the rest with
     ``concurrency`` batches in flight, each of one project (``by_project``); it is timed apart."""
     engine, emb = ctx.engine, ctx.engine.embedder
-    items = corpus.take(n)
+    items = await fresh_items(ctx, corpus, n, list(projects.values())) if stored else corpus.take(n)
     pooled = isinstance(emb, PoolEmbedder)
     n_real_head = min(n, max(0, emb.pool_size - stored)) if pooled else n
     n_sample = min(sample, n - n_real_head) if pooled else 0
@@ -196,6 +196,36 @@ async def grow(
             "per_second": round(len(middle) / pool_s, 2),
             "concurrency": concurrency,
         }
+    return out
+
+
+# A run stopped midway has stored batches past the point where a kept store's stream resumes (the
+# stream skips as many items as the store holds; the pool path has 2 x concurrency batches queued):
+# the next items to check against the store, at most.
+RESUME_CHECK = 20_000
+
+
+async def fresh_items(ctx: BenchContext, corpus: Corpus, n: int, projects: list[str]) -> list:
+    """The stream's next ``n`` items that a kept store does not hold yet: after a resume, the first
+    of them may repeat what a stopped run stored, and remember_many would store each text once, so
+    the size would come up short and the timed sample would time repeats."""
+    out: list = []
+    checked = 0
+    while len(out) < n:
+        items = corpus.take(n - len(out))
+        head = items[: max(0, RESUME_CHECK - checked)]
+        checked += len(head)
+        held: set[str] = set()
+        if head:
+            async with ctx.engine.store._connection() as conn:
+                cur = await conn.execute(
+                    "SELECT content FROM memories WHERE project = ANY(%s) AND content = ANY(%s)",
+                    (projects, [it.content for it in head]),
+                )
+                held = {c for (c,) in await cur.fetchall()}
+        out += [it for it in items if it.content not in held]
+        if not held:
+            break
     return out
 
 

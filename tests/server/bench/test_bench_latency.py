@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from memlane.server.bench import latency, report
+from memlane.server.bench.corpus import Corpus
 from memlane.server.settings import load
 
 
@@ -89,6 +90,30 @@ def test_a_kept_store_is_measured_again_and_grown_from_where_it_ends(bench_setti
     assert "| 60 | - |" in report.latency_markdown(again)
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 90
+
+
+def test_a_kept_store_resumed_past_a_gap_skips_the_texts_it_holds(bench_settings, embedder, database_url):
+    # A build stopped midway stored some batches past the point the stream resumes from (the pool
+    # path has several in flight). Losing the store's last memories makes the same gap: the resumed
+    # stream repeats them, and remember_many stores each text once.
+    def run(sizes):
+        return asyncio.run(
+            latency.run(
+                bench_settings, sizes, queries=2, embedder=embedder, show_progress=False, pool=30, keep=True
+            )
+        )
+
+    run([60])
+    gap = [it.content for it in Corpus(7).take(60)[40:50]]  # the seed latency.run uses by default
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert conn.execute("DELETE FROM memories WHERE content = ANY(%s)", (gap,)).rowcount == 10
+    grown = run([80])["sizes"][0]
+    # The store holds 50: the stream resumes after its 50th item, and its items 51-60 are stored
+    # already. They are skipped, so the step adds 30 new texts.
+    assert grown["remember"]["added"] == grown["remember"]["created"] == 30
+    with psycopg.connect(database_url) as conn:
+        total, distinct = conn.execute("SELECT count(*), count(DISTINCT content) FROM memories").fetchone()
+    assert total == distinct == 80
 
 
 def test_the_growth_target_compares_the_largest_size_with_10k():
