@@ -4,7 +4,6 @@ the store it copies, nor a restore find a schema already made in its empty targe
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from memlane.pipeline.config import data_dir_of
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.store import backup as backups
 from memlane.pipeline.store.embedded import EmbeddedPostgres
+from memlane.server import aio
 from memlane.server.settings import Settings
 
 TOKENS = "tokens.json"  # the name the tokens file has inside a backup's manifest
@@ -42,7 +42,7 @@ def cmd_backup(args, settings: Settings) -> int:
     files = {TOKENS: tokens.read_text(encoding="utf-8")} if tokens.is_file() else {}
     dsn, where = _dsn(settings)
     started = time.monotonic()
-    path, manifest = asyncio.run(
+    path, manifest = aio.run(
         backups.backup(
             dsn,
             Path(args.file) if args.file else None,
@@ -78,7 +78,7 @@ def cmd_restore(args, settings: Settings) -> int:
         )
     dsn, where = _dsn(settings)
     started = time.monotonic()
-    asyncio.run(backups.restore(dsn, path, force=args.force, bin_dir=settings.backup.pg_bin_dir))
+    aio.run(backups.restore(dsn, path, force=args.force, bin_dir=settings.backup.pg_bin_dir))
     if saved is not None:
         tokens.parent.mkdir(parents=True, exist_ok=True)
         tmp = tokens.with_name(tokens.name + ".restoring")

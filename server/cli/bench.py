@@ -12,11 +12,12 @@ on every start-up, and those modules load the engine, which takes seconds to imp
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from memlane.server import aio
 
 DEFAULT_SIZES = "1000,10000,100000"
 # bench latency's build defaults, here because its module loads only when it runs (latency.POOL and
@@ -291,7 +292,7 @@ def _locomo(args, settings) -> int:
         from memlane.server.bench.crossmodel import stored_with
 
         embedder = stored_with(args.stored_with, settings.engine().embedding)
-    result = asyncio.run(
+    result = aio.run(
         locomo.run(
             settings,
             data,
@@ -311,7 +312,7 @@ def _locomo(args, settings) -> int:
 def _latency(args, settings) -> int:
     from memlane.server.bench import latency, report
 
-    result = asyncio.run(
+    result = aio.run(
         latency.run(
             settings,
             args.memories,
@@ -331,7 +332,7 @@ def _latency(args, settings) -> int:
 def _mcp(args, settings) -> int:
     from memlane.server.bench import mcpbench, report
 
-    result = asyncio.run(
+    result = aio.run(
         mcpbench.run(
             settings,
             runs=args.runs,
@@ -349,7 +350,7 @@ def _mcp(args, settings) -> int:
 def _footprint(args, settings) -> int:
     from memlane.server.bench import footprint
 
-    result = asyncio.run(footprint.run(args.conversation, install=args.install))
+    result = aio.run(footprint.run(args.conversation, install=args.install))
     _write(result, footprint.markdown(result), args)
     return 0
 
@@ -357,7 +358,7 @@ def _footprint(args, settings) -> int:
 def _llm(args, settings) -> int:
     from memlane.server.bench import llmbench
 
-    result = asyncio.run(
+    result = aio.run(
         llmbench.run(
             settings,
             delay_ms=args.delay_ms,
@@ -389,7 +390,7 @@ def _load(args, settings) -> int:
             file=sys.stderr,
         )
         return 2
-    result = asyncio.run(
+    result = aio.run(
         loadbench.run(
             settings,
             clients=args.clients,
@@ -409,7 +410,7 @@ def _backup(args, settings) -> int:
     never copied."""
     from memlane.server.bench import backupbench
 
-    result = asyncio.run(
+    result = aio.run(
         backupbench.run(
             args.memories,
             runs=args.runs,
@@ -426,7 +427,7 @@ def _replica(args, settings) -> int:
     """Always on its own temporary primary and standby (server/bench/replicabench.py)."""
     from memlane.server.bench import replicabench
 
-    result = asyncio.run(
+    result = aio.run(
         replicabench.run(pairs=args.pairs, stopped_pairs=args.stopped_pairs, wait_ms=args.wait_ms)
     )
     _write(result, replicabench.markdown(result), args)
@@ -439,7 +440,7 @@ def _maintain(args, settings) -> int:
     if args.memories < 1 or args.every < 2:
         print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
         return 2
-    result = asyncio.run(
+    result = aio.run(
         upkeep.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
     )
     _write(result, upkeep.markdown(result), args)
@@ -453,7 +454,7 @@ def _topics(args, settings) -> int:
     if missing:
         print(f"memlane bench topics: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    result = asyncio.run(
+    result = aio.run(
         topicsbench.run(settings, [Path(f) for f in args.files], Path(args.taxonomy), llm=args.llm)
     )
     _write(result, topicsbench.markdown(result), args)

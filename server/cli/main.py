@@ -4,14 +4,13 @@ maintain, reembed, prompts, token, bench, setup."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.errors import ConfigError, MemlaneError
-from memlane.server import logs, shutdown
+from memlane.server import aio, logs, shutdown
 from memlane.server.cli import bench as bench_cli
 from memlane.server.mcp import banner, stdio_front
 
@@ -268,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         from memlane.server.cli import commands
 
         handler: Callable[..., Awaitable[int]] = getattr(commands, "cmd_" + args.command.replace("-", "_"))
-        return asyncio.run(commands.with_engine(settings, handler, args))
+        return aio.run(commands.with_engine(settings, handler, args))
     except MemlaneError as e:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_ERROR

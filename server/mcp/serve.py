@@ -13,6 +13,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from memlane.pipeline.engine import Engine
+from memlane.server import aio
 from memlane.server.auth.http import RequireAllProjects, http_auth, refusal, token_store, transport_security
 from memlane.server.mcp import stdio_front
 from memlane.server.mcp.app import build_server
@@ -95,5 +96,5 @@ def serve(
             with anyio.CancelScope(shield=True):
                 await state.close()
 
-    anyio.run(run)
+    anyio.run(run, backend_options={"loop_factory": aio.loop_factory()})
     return 0
