@@ -141,7 +141,7 @@ async def test_the_keyword_arm_reads_at_most_max_postings_and_the_trace_says_so(
     }
     hits = stage.detail["hits"].get("keyword", [])
     contents = [(await engine.store.get(UUID(h[0]))).content for h in hits]
-    assert len(hits) == min(sum(postings[w] for w in selected), 50)
+    assert len(hits) == min(sum(postings[w] for w in selected), engine.config.recall.candidates_per_arm)
     assert all(any(w in c for w in selected) for c in contents)
     graph = stage.detail["graph"]["bound"]
     assert graph["max_entity_degree"] == engine.config.graph.max_entity_degree and graph["per_node"] > 0
