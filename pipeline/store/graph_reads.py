@@ -34,19 +34,21 @@ class GraphRead:
 
 # Each read of ``graph_reads`` as one branch of a UNION ALL, tagged with its place in the list; the
 # columns are (read, a, b, entity, kind, weight, mentions). Memory ids go in binary (%b): as text,
-# formatting them took about 4% of a recall's event loop.
+# formatting them took about 4% of a recall's event loop. A node's links are its first ``per_node``
+# in (kind, the other end) order: without an order, which links a node past the bound kept
+# depended on the plan, and one question asked twice could get two answers.
 _READ_SQL = {
     # A link read backwards keeps its kind, except that "next" read backwards is "previous".
     "edges": "SELECT {i}, s.src, s.dst, NULL::bigint, s.kind, s.weight::float8, NULL::bigint"
     " FROM unnest(%(ids{i})b::uuid[]) AS q(id)"
     " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
-    "   WHERE src = q.id AND kind = ANY(%(kinds{i})s::text[]) LIMIT %(n)s) s"
+    "   WHERE src = q.id AND kind = ANY(%(kinds{i})s::text[]) ORDER BY kind, dst LIMIT %(n)s) s"
     " UNION ALL"
     " SELECT {i}, s.dst, s.src, NULL::bigint, CASE s.kind WHEN 'next' THEN 'previous' ELSE s.kind END,"
     " s.weight::float8, NULL::bigint"
     " FROM unnest(%(ids{i})b::uuid[]) AS q(id)"
     " CROSS JOIN LATERAL (SELECT src, dst, kind, weight FROM memory_links"
-    "   WHERE dst = q.id AND kind = ANY(%(kinds{i})s::text[]) LIMIT %(n)s) s",
+    "   WHERE dst = q.id AND kind = ANY(%(kinds{i})s::text[]) ORDER BY kind, src LIMIT %(n)s) s",
     "mentions": "SELECT {i}, me.memory_id, NULL::uuid, me.entity_id, NULL::text, NULL::float8,"
     f" {_MENTIONS_UP_TO.format(entity='me.entity_id')}"
     " FROM memory_entities me WHERE me.memory_id = ANY(%(ids{i})b::uuid[])",

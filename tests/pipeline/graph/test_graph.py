@@ -21,7 +21,7 @@ from memlane.pipeline.recall.fuse import score_fusion
 from memlane.pipeline.recall.intent import analyse_offline
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
-from memlane.pipeline.store import vectors
+from memlane.pipeline.store import graph_reads, vectors
 from memlane.pipeline.tokens import count_tokens
 
 pytestmark = pytest.mark.anyio
@@ -212,6 +212,29 @@ async def test_same_time_links_are_bounded_per_memory(engine, database_url):
     k = GraphConfig().same_time_k
     assert per_src and max(n for _, n in per_src) <= k
     assert sum(n for _, n in per_src) == sum(min(i, k) for i in range(12))  # each to its earlier ones
+
+
+async def test_a_node_past_per_node_keeps_its_first_links_in_index_order(engine, database_url):
+    # Links written in the reverse of their index order: a read with no order returns them as
+    # stored, so which ones a bounded read kept depended on the plan.
+    created = await engine.remember_many([{"content": f"hub fact number {i}"} for i in range(13)])
+    hub, *others = [r.id for r in created]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM memory_links")
+        for src in sorted(others, reverse=True):
+            conn.execute(
+                "INSERT INTO memory_links (src, dst, kind, weight) VALUES (%s, %s, 'relates_to', 0.7)",
+                (src, hub),
+            )
+    read = await engine.store.memory_edges([hub], kinds=("relates_to",), per_node=5)
+    assert [b for _, b, _, _ in read] == sorted(others)[:5]
+    # The same under the plan that reads the table in its stored order (a bitmap heap scan).
+    sql = graph_reads._READ_SQL["edges"].format(i=0)
+    with psycopg.connect(database_url) as conn:
+        conn.execute("SET enable_indexscan = off")
+        conn.execute("SET enable_indexonlyscan = off")
+        found = conn.execute(sql, {"ids0": [hub], "kinds0": ["relates_to"], "n": 5}).fetchall()
+    assert [row[2] for row in found] == sorted(others)[:5]
 
 
 async def test_forget_and_project_deletion_leave_no_orphans(engine, database_url):
