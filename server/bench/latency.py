@@ -136,15 +136,17 @@ async def grow(
     stored: int = 0,
     concurrency: int = BUILD_CONCURRENCY,
     sample: int = EMBED_SAMPLE,
+    resumed: bool = False,
 ) -> dict:
-    """Add ``n`` memories to a store holding ``stored``, all through ``remember_many``.
+    """Add ``n`` memories to a store holding ``stored``, all through ``remember_many``; ``resumed``:
+    the store is a kept one this run found (``fresh_items``), not one it grew itself.
 
     Real batches (the pool, then the step's last ``sample`` memories) are timed one at a
     time, and the sample's batches are also embedded bare, interleaved, so background load hits
     both sides of the throughput ratio alike. Between the two, the pool path writes the rest with
     ``concurrency`` batches in flight, each of one project (``by_project``); it is timed apart."""
     engine, emb = ctx.engine, ctx.engine.embedder
-    items = await fresh_items(ctx, corpus, n, list(projects.values())) if stored else corpus.take(n)
+    items = await fresh_items(ctx, corpus, n, list(projects.values())) if resumed else corpus.take(n)
     pooled = isinstance(emb, PoolEmbedder)
     n_real_head = min(n, max(0, emb.pool_size - stored)) if pooled else n
     n_sample = min(sample, n - n_real_head) if pooled else 0
@@ -224,8 +226,6 @@ async def fresh_items(ctx: BenchContext, corpus: Corpus, n: int, projects: list[
                 )
                 held = {c for (c,) in await cur.fetchall()}
         out += [it for it in items if it.content not in held]
-        if not held:
-            break
     return out
 
 
@@ -518,6 +518,7 @@ async def run(
                     stored=have,
                     concurrency=concurrency,
                     sample=sample,
+                    resumed=bool(reused) and have == reused,
                 )
                 have = target
             else:
