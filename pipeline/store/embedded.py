@@ -60,25 +60,81 @@ def _leave(server, pgdata: Path) -> None:
 
 # Settings for the embedded server, in a file postgresql.conf includes. PostgreSQL's default of
 # 128 MB of shared buffers holds about 30k memories with their vectors and indexes; past that every
-# recall reads pages through the kernel, and a larger store searches faster with more. 256 MB is the
-# compromise for a process on a laptop.
+# remember and recall reads pages through the kernel. So memlane sizes them to the store at each
+# start (``shared_buffers_for``): a quarter of the data on disk, from 256 MB up to 2 GB and at most
+# an eighth of the machine's memory. PostgreSQL takes the memory as pages are used, so a small
+# store's server stays small whatever the setting. A million memories (7.4 GB) get 1.8 GB: their
+# remembers ran ~15% faster than at 256 MB.
 SETTINGS_FILE = "memlane.conf"
-SETTINGS = """\
+SIZED = "  # memlane: sized to the store at each start; remove this comment to keep a value of your own"
+SETTINGS = (
+    """\
 # Written by memlane; read at server start. Edit, then restart every memlane process.
-shared_buffers = '256MB'
+shared_buffers = '{shared_buffers}'"""
+    + SIZED
+    + """
 # PostgreSQL's defaults, stated: an acknowledged remember is on disk and survives a crash.
 fsync = on
 synchronous_commit = on
 full_page_writes = on
 """
+)
+# What earlier memlane versions wrote, unedited: replaced by the sized settings.
+_EARLIER_SETTINGS = (
+    "# Written by memlane; read at server start. Edit, then restart every memlane process.\n"
+    "shared_buffers = '256MB'\n"
+    "# PostgreSQL's defaults, stated: an acknowledged remember is on disk and survives a crash.\n"
+    "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n",
+)
+MB = 1 << 20
+SHARED_BUFFERS_MIN, SHARED_BUFFERS_MAX = 256 * MB, 2048 * MB
+
+
+def _stored_bytes(pgdata: Path) -> int:
+    """The size of the databases' files (``base/``), without the WAL."""
+    total = 0
+    for root, _dirs, files in os.walk(pgdata / "base"):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:  # a file dropped meanwhile
+                pass
+    return total
+
+
+def _machine_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on Windows
+        return None
+
+
+def shared_buffers_for(stored: int, machine: int | None) -> str:
+    """shared_buffers for a store of ``stored`` bytes on a machine of ``machine`` bytes of memory."""
+    cap = SHARED_BUFFERS_MAX if machine is None else min(SHARED_BUFFERS_MAX, machine // 8)
+    return f"{max(SHARED_BUFFERS_MIN, min(stored // 4, cap)) // MB}MB"
 
 
 def _write_settings(pgdata: Path) -> None:
-    """Add memlane's settings file to a data directory once (they apply from the next start)."""
+    """memlane's settings file, included by postgresql.conf: written into a new data directory,
+    and at each start its sized lines set again (unless their comment was removed: the user's)."""
     conf = pgdata / SETTINGS_FILE
+    sized = shared_buffers_for(_stored_bytes(pgdata), _machine_bytes())
     if conf.exists():
+        text = conf.read_text()
+        if text in _EARLIER_SETTINGS:
+            new = SETTINGS.format(shared_buffers=sized)
+        else:
+            new = "".join(
+                f"shared_buffers = '{sized}'{SIZED}\n"
+                if line.startswith("shared_buffers") and line.rstrip("\n").endswith(SIZED)
+                else line
+                for line in text.splitlines(keepends=True)
+            )
+        if new != text:
+            conf.write_text(new)
         return
-    conf.write_text(SETTINGS)
+    conf.write_text(SETTINGS.format(shared_buffers=sized))
     main = pgdata / "postgresql.conf"
     with main.open("a") as f:
         f.write(f"\ninclude_if_exists = '{SETTINGS_FILE}'\n")

@@ -276,8 +276,10 @@ class GraphQueries:
 
     async def link_existing(self, items: list[LinkItem], settings: LinkSettings) -> dict[str, int]:
         """Entities and links for stored memories, in one transaction (maintain). A memory deleted
-        meanwhile is skipped; one linked meanwhile is linked again (idempotent)."""
+        meanwhile is skipped; one linked meanwhile is linked again (idempotent). The projects'
+        writes and deletions wait meanwhile: the links name other memories, which must stay."""
         async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, [it.project for it in items])
             cur = await conn.execute(
                 "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
                 ([it.memory_id for it in items],),

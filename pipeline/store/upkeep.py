@@ -114,12 +114,22 @@ class UpkeepQueries:
 
     async def purge_expired(self, batch: int) -> int:
         """Delete up to ``batch`` memories past their ``expires_at``; returns how many. Rows another
-        transaction holds are skipped (the next batch or run takes them)."""
-        async with self._connection() as conn:
+        transaction holds are skipped (the next batch or run takes them). The projects' writes
+        wait meanwhile (``_serialise_writes``: a link must not be written to a memory going)."""
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT DISTINCT project FROM (SELECT project FROM memories WHERE expires_at <= now()"
+                " ORDER BY expires_at, id LIMIT %s) e",
+                (batch,),
+            )
+            projects = [r[0] for r in await cur.fetchall()]
+            if not projects:
+                return 0
+            await self._serialise_writes(conn, projects)
             cur = await conn.execute(
                 "DELETE FROM memories WHERE id IN (SELECT id FROM memories WHERE expires_at <= now()"
-                " ORDER BY expires_at, id LIMIT %s FOR UPDATE SKIP LOCKED)",
-                (batch,),
+                " AND project = ANY(%s) ORDER BY expires_at, id LIMIT %s FOR UPDATE SKIP LOCKED)",
+                (projects, batch),
             )
             return cur.rowcount
 
@@ -193,6 +203,12 @@ class UpkeepQueries:
         (none if any had none) and ``metadata.merged_from`` (``provenance(rows)`` builds the entries);
         the merged rows are deleted. Rows already gone are skipped; None when nothing was merged."""
         async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT DISTINCT project FROM memories WHERE id = ANY(%s)", ([survivor, *merged],)
+            )
+            await self._serialise_writes(
+                conn, [r[0] for r in await cur.fetchall()]
+            )  # before row locks, as writers
             cur = await conn.cursor(row_factory=dict_row).execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                 ([survivor, *merged],),

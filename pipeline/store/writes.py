@@ -200,9 +200,11 @@ class Writes:
     async def _serialise_writes(conn: psycopg.AsyncConnection, projects: list[str]) -> None:
         """Writes of one project take turns from their first statement. They take turns anyway on
         the project's BM25 statistics row (the triggers of migration 0002), but only after their
-        UPDATE has locked the memory row; a write that then links to another memory (the graph's
-        foreign keys take a share lock on it) could wait for a writer that waits for the statistics
-        row: a deadlock. Transaction-scoped advisory locks, in name order."""
+        UPDATE has locked the memory row; a write that then waits on another memory's row could
+        wait for a writer that waits for the statistics row: a deadlock. Deletions take the same
+        turns: the graph's links have no foreign key (migration 0010), so a link written beside a
+        deletion of the memory it names would outlive it. Transaction-scoped advisory locks, in
+        name order."""
         for project in sorted(set(projects)):
             await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK_CLASS, project))
 
@@ -287,16 +289,28 @@ class Writes:
         return row_to_memory(row)
 
     async def delete(self, memory_id: UUID) -> Memory:
-        return await self._one(f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,))
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT project FROM memories WHERE id = %s", (memory_id,))
+            found = await cur.fetchone()
+            if found is not None:
+                await self._serialise_writes(conn, [found[0]])
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no memory has id {memory_id}")
+        return row_to_memory(row)
 
     async def delete_projects(self, projects: list[str]) -> int:
         """Delete every memory of these projects (their statistics go with them); returns the count."""
         async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, projects)
             cur = await conn.execute("DELETE FROM memories WHERE project = ANY(%s)", (projects,))
             # Their automatic topics and category summaries go too (migration 0007).
             await conn.execute("DELETE FROM memlane_topics WHERE project = ANY(%s)", (projects,))
             await conn.execute("DELETE FROM category_summaries WHERE project = ANY(%s)", (projects,))
-            # Their mentions and links went with the memories (ON DELETE CASCADE); the entities too.
+            # Their mentions and links went with the memories (migration 0010's trigger); the entities too.
             await conn.execute("DELETE FROM memlane_entities WHERE project = ANY(%s)", (projects,))
             return cur.rowcount
 

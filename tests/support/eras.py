@@ -227,6 +227,10 @@ def write_era(dsn: str, version: int, embed) -> Era:
                 "INSERT INTO memlane_vector_indexes (project, index_name) VALUES ('alpha', %s)",
                 (vectors.index_name("alpha"),),
             )
+        if version >= 9:  # and, since 0009, its full-text index beside it
+            conn.execute(
+                f"CREATE INDEX {vectors.text_index_name('alpha')} ON memories USING gin (tsv) WHERE {where}"
+            )
         era.settings = dict(conn.execute("SELECT key, value FROM memlane_settings").fetchall())
     return era
 

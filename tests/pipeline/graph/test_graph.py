@@ -1,6 +1,8 @@
 """The memory graph: entity extraction (pure), entities and links on the write path (real
 PostgreSQL), their upkeep by ``memlane maintain --task links``, and the graph arm of recall."""
 
+import asyncio
+
 import psycopg
 import pytest
 
@@ -22,6 +24,7 @@ from memlane.pipeline.recall.intent import analyse_offline
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
 from memlane.pipeline.store import graph_reads, vectors
+from memlane.pipeline.store.writes import WRITE_LOCK_CLASS
 from memlane.pipeline.tokens import count_tokens
 
 pytestmark = pytest.mark.anyio
@@ -250,6 +253,7 @@ async def test_forget_and_project_deletion_leave_no_orphans(engine, database_url
     assert rows(database_url, "SELECT count(*) FROM memory_entities WHERE memory_id = %s", (a[0].id,)) == [
         (0,)
     ]
+    assert rows(database_url, "SELECT count(*) FROM memory_linked WHERE memory_id = %s", (a[0].id,)) == [(0,)]
     await engine.forget(b.id)  # its entities are orphans now: maintain deletes them
     assert rows(database_url, "SELECT count(*) FROM memlane_entities WHERE project = 'other'") == [(2,)]
     [report] = await maintain.maintain(engine, ["links"])
@@ -261,6 +265,27 @@ async def test_forget_and_project_deletion_leave_no_orphans(engine, database_url
     assert await engine.store.delete_projects(["default"]) == 1
     for table in ("memlane_entities", "memory_entities", "memory_links", "memory_linked"):
         assert rows(database_url, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+async def test_a_memory_forgotten_while_a_write_links_to_it_keeps_no_link(engine, database_url):
+    """The links have no foreign key (migration 0010): a forget waits for the project's writes in
+    progress, so a link one of them wrote to the memory goes with it."""
+    target = await engine.remember({"content": "The billing service runs on fp-700"})
+    source = await engine.remember({"content": "Rollout notes for the invoicing cron job"})
+    with psycopg.connect(database_url) as writer:  # a write of the project, not committed yet
+        writer.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK_CLASS, "default"))
+        writer.execute(
+            "INSERT INTO memory_links (src, dst, kind) VALUES (%s, %s, 'causes')", (source.id, target.id)
+        )
+        forget = asyncio.ensure_future(engine.forget(target.id))
+        await asyncio.sleep(0.5)
+        assert not forget.done()  # it waits for the write
+        writer.commit()
+    await forget
+    assert rows(
+        database_url, "SELECT count(*) FROM memory_links WHERE src = %s OR dst = %s", (target.id, target.id)
+    ) == [(0,)]
+    assert rows(database_url, "SELECT count(*) FROM memories WHERE id = %s", (source.id,)) == [(1,)]
 
 
 async def test_update_with_new_content_re_extracts_entities(engine, database_url):

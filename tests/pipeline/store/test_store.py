@@ -10,7 +10,7 @@ from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfi
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, ModelMismatch, NotFound
 from memlane.pipeline.providers.embedding import make_embedder
-from memlane.pipeline.store import migrate
+from memlane.pipeline.store import embedded, migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +152,59 @@ async def test_two_engines_migrating_one_new_database_both_succeed(engine_config
 def test_the_embedded_server_starts_with_memlanes_settings(pg_root):
     with psycopg.connect(pg_root) as conn:
         assert conn.execute("SHOW shared_buffers").fetchone()[0] == "256MB"
+
+
+def _grow(pgdata, gb: int) -> None:
+    """A table file of ``gb`` GB (sparse: its size is what counts)."""
+    with open(pgdata / "base" / "5" / "16384", "wb") as f:
+        f.truncate(gb << 30)
+
+
+def _settings(pgdata) -> str:
+    return (pgdata / embedded.SETTINGS_FILE).read_text()
+
+
+def test_the_embedded_servers_shared_buffers_follow_the_store_but_not_a_value_of_the_users(
+    tmp_path, monkeypatch
+):
+    pgdata = tmp_path / "pg"
+    (pgdata / "base" / "5").mkdir(parents=True)
+    (pgdata / "postgresql.conf").write_text("# initdb's settings\n")
+    monkeypatch.setattr(embedded, "_machine_bytes", lambda: 64 << 30)
+    embedded._write_settings(pgdata)
+    assert "shared_buffers = '256MB'  # memlane: sized" in _settings(pgdata)
+    _grow(pgdata, 4)  # a quarter of it, at the next start
+    embedded._write_settings(pgdata)
+    assert "shared_buffers = '1024MB'  # memlane: sized" in _settings(pgdata)
+    _grow(pgdata, 40)  # at most 2 GB
+    embedded._write_settings(pgdata)
+    assert "shared_buffers = '2048MB'  # memlane: sized" in _settings(pgdata)
+    monkeypatch.setattr(embedded, "_machine_bytes", lambda: 8 << 30)  # and an eighth of the machine
+    embedded._write_settings(pgdata)
+    assert "shared_buffers = '1024MB'  # memlane: sized" in _settings(pgdata)
+    assert (pgdata / "postgresql.conf").read_text().count(embedded.SETTINGS_FILE) == 1
+    own = _settings(pgdata).replace(embedded.SIZED, "")  # the user's value now
+    (pgdata / embedded.SETTINGS_FILE).write_text(own)
+    _grow(pgdata, 1)
+    embedded._write_settings(pgdata)
+    assert _settings(pgdata) == own
+
+
+def test_an_earlier_memlanes_settings_file_is_sized_like_a_new_one(tmp_path, monkeypatch):
+    pgdata = tmp_path / "pg"
+    (pgdata / "base" / "5").mkdir(parents=True)
+    (pgdata / embedded.SETTINGS_FILE).write_text(embedded._EARLIER_SETTINGS[0])
+    monkeypatch.setattr(embedded, "_machine_bytes", lambda: 64 << 30)
+    _grow(pgdata, 2)
+    embedded._write_settings(pgdata)
+    assert _settings(pgdata) == embedded.SETTINGS.format(shared_buffers="512MB")
+
+
+async def test_new_memories_get_ids_in_the_order_they_were_stored(engine):
+    """Time-ordered ids (migration 0010, PostgreSQL 18's uuidv7()): a batch's rows are neighbours
+    in every index keyed by memory id."""
+    batch = await engine.remember_many([{"content": f"Deploy {i} went out on time"} for i in range(20)])
+    single = [await engine.remember({"content": f"Standup note {i}"}) for i in range(5)]
+    ids = [r.id for r in batch] + [r.id for r in single]
+    assert ids == sorted(ids)
+    assert {i.version for i in ids} == {7}
