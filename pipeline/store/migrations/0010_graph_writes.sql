@@ -1,18 +1,15 @@
--- Cheaper graph writes in a large store.
+-- The graph tables' foreign keys to memories go; a trigger deletes a memory's links, mentions and
+-- mark with it. Each foreign key checked every new row with a share lock on the memory it names,
+-- and a relates_to or same_time link names an old memory: the lock rewrote a page of that memory's
+-- row in the heap, one random page per link in a large store. Without the check, a link could be
+-- written to a memory being deleted; so every transaction that deletes memories first takes the
+-- advisory write lock of their projects (pipeline/store/writes.py, _serialise_writes), as the
+-- writers do, and a writer's links (all inside one project) see the deletion or come before it.
+-- An entity's mentions keep their foreign key to memlane_entities: maintain's deletion of orphan
+-- entities counts on that lock.
 --
--- 1. The graph tables' foreign keys to memories go; a trigger deletes a memory's links, mentions
---    and mark with it. Each foreign key checked every new row with a share lock on the memory it
---    names, and a relates_to or same_time link names an old memory: the lock rewrote a page of
---    that memory's row in the heap, one random page per link. Without the check, a link could be
---    written to a memory being deleted; so every transaction that deletes memories first takes the
---    advisory write lock of their projects (pipeline/store/writes.py, _serialise_writes), as the
---    writers do, and a writer's links (all inside one project) see the deletion or come before it.
---    An entity's mentions keep their foreign key to memlane_entities: maintain's deletion of
---    orphan entities counts on that lock.
--- 2. New memories get time-ordered ids (UUID version 7, PostgreSQL 18's uuidv7()) where the server
---    has the function: the ids of one batch are then neighbours in every index keyed by memory id
---    (memories, links, mentions, marks), in place of one random b-tree page per row. On an older
---    server ids stay random (gen_random_uuid()); nothing reads an order into them.
+-- Ids stay random (gen_random_uuid()): time-ordered ones (uuidv7) made index inserts cheaper but
+-- gave memories stored within a minute the same first 8 hex digits, the handles clients type.
 ALTER TABLE memory_links
     DROP CONSTRAINT IF EXISTS memory_links_src_fkey,
     DROP CONSTRAINT IF EXISTS memory_links_dst_fkey;
@@ -33,10 +30,3 @@ DROP TRIGGER IF EXISTS memories_graph_delete ON memories;
 CREATE TRIGGER memories_graph_delete AFTER DELETE ON memories
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_graph_on_delete();
 
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'uuidv7' AND pronargs = 0) THEN
-        ALTER TABLE memories ALTER COLUMN id SET DEFAULT uuidv7();
-    END IF;
-END
-$$;
