@@ -203,12 +203,7 @@ class UpkeepQueries:
         (none if any had none) and ``metadata.merged_from`` (``provenance(rows)`` builds the entries);
         the merged rows are deleted. Rows already gone are skipped; None when nothing was merged."""
         async with self._connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT DISTINCT project FROM memories WHERE id = ANY(%s)", ([survivor, *merged],)
-            )
-            await self._serialise_writes(
-                conn, [r[0] for r in await cur.fetchall()]
-            )  # before row locks, as writers
+            await self._serialise_writes_of(conn, [survivor, *merged])
             cur = await conn.cursor(row_factory=dict_row).execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                 ([survivor, *merged],),

@@ -208,6 +208,13 @@ class Writes:
         for project in sorted(set(projects)):
             await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK_CLASS, project))
 
+    @classmethod
+    async def _serialise_writes_of(cls, conn: psycopg.AsyncConnection, ids: list[UUID]) -> None:
+        """``_serialise_writes`` for the projects of these memories (an update's, a deletion's),
+        before any of their rows is locked, as writers take the turns first."""
+        cur = await conn.execute("SELECT DISTINCT project FROM memories WHERE id = ANY(%s)", (list(ids),))
+        await cls._serialise_writes(conn, [r[0] for r in await cur.fetchall()])
+
     UPDATABLE = frozenset(
         {
             "content",
@@ -241,10 +248,7 @@ class Writes:
         if not fields:
             return await self.get(memory_id)
         async with self._connection() as conn, conn.transaction():
-            cur = await conn.execute("SELECT project FROM memories WHERE id = %s", (memory_id,))
-            found = await cur.fetchone()
-            if found is not None:
-                await self._serialise_writes(conn, [found[0]])
+            await self._serialise_writes_of(conn, [memory_id])
             if "embedding" in fields and model_id is not None:
                 await self._check_model(conn, model_id)
             fields = dict(fields)
@@ -290,10 +294,7 @@ class Writes:
 
     async def delete(self, memory_id: UUID) -> Memory:
         async with self._connection() as conn, conn.transaction():
-            cur = await conn.execute("SELECT project FROM memories WHERE id = %s", (memory_id,))
-            found = await cur.fetchone()
-            if found is not None:
-                await self._serialise_writes(conn, [found[0]])
+            await self._serialise_writes_of(conn, [memory_id])
             cur = await conn.cursor(row_factory=dict_row).execute(
                 f"DELETE FROM memories WHERE id = %s RETURNING {MEMORY_COLUMNS}", (memory_id,)
             )
