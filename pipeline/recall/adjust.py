@@ -38,7 +38,7 @@ from uuid import UUID
 
 from memlane.pipeline.config import AdjustConfig, DecayConfig
 from memlane.pipeline.recall.category_match import match_categories
-from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.recall.stage import Step, stage_llm
 from memlane.pipeline.records import Candidate, Memory, stable_key
 
 DAY_S = 86400.0
@@ -175,6 +175,15 @@ def rescore(
             )
         )
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
+
+
+def reads_centroids(ctx) -> bool:
+    """Whether this stage will match categories offline (the category factor is on, no LLM rates
+    them, the question was embedded): recall then starts the centroids' read before stage 5."""
+    cfg, req = ctx.config.recall, ctx.request
+    if "category" not in active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects):
+        return False
+    return ctx.query_embedding is not None and stage_llm(ctx, "category_match")[0] is None
 
 
 async def _none():

@@ -77,8 +77,23 @@ class Extras:
     entities: list[tuple[str, list[str]]] | None = None
 
 
+# Counts of short rendered pieces (a memory's view, an extra's item) are kept: the same memories
+# come back recall after recall, and counting was most of this stage's time. Bounded in entries
+# and in the length of what is kept (4096 x 2048 characters at most).
+CACHED_TEXT_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_tokens(text: str) -> int:
+    return count_tokens(text)
+
+
+def _text_tokens(text: str) -> int:
+    return _cached_tokens(text) if len(text) <= CACHED_TEXT_CHARS else count_tokens(text)
+
+
 def _cost(obj: Any) -> int:
-    return count_tokens(render.to_text(obj)) + 1  # and a comma
+    return _text_tokens(render.to_text(obj)) + 1  # and a comma
 
 
 def _add_context(chosen, context, budget: int) -> None:
@@ -131,19 +146,40 @@ class Packed:
     tokens_used: int
 
 
+@functools.cache
+def _digits_apart() -> bool:
+    """Whether ``tokens_used``'s digits are counted apart from the result around them, whatever
+    the memories: cl100k splits digits into pre-tokens of their own (at most three digits each),
+    and the JSON on either side of them is the same in every result. Checked once per process,
+    on results with and without memories, extras and a note."""
+    view = {"id": "0123abcd", "content": 'a "quoted" 42', "date": "2024-01-01", "priority": 5}
+    for body in (
+        render.envelope([], 0),
+        render.envelope([view, view], 0, "a note", [{"name": "x", "facts": ["y 7"]}]),
+    ):
+        base = count_tokens(render.to_text(body)) - count_tokens("0")
+        for n in (1, 9, 10, 99, 100, 999, 1000, 4096, 12345, 123456, 1234567):
+            if count_tokens(render.to_text(dict(body, tokens_used=n))) != base + count_tokens(str(n)):
+                return False
+    return True
+
+
 def _settle(
     memories: list[dict[str, Any]], note: str | None, entities: list[dict[str, Any]] | None = None
 ) -> tuple[dict[str, Any], int]:
     """The rendered result and its exact token count, ``tokens_used`` included. cl100k splits
     digits into pre-tokens of their own, so the count is the count with ``0`` there plus the
-    digits' tokens: solve ``n = base + tokens(str(n))`` on short strings, then check it with one
-    full count (and fall back to iterating full counts if a tokenizer ever broke that rule)."""
+    digits' tokens: solve ``n = base + tokens(str(n))`` on short strings. One full count, not two:
+    the rule is checked once per process (``_digits_apart``); a tokenizer that broke it would be
+    checked with full counts here, iterated until they agree."""
     body = render.envelope(memories, 0, note, entities)
     base = count_tokens(render.to_text(body)) - count_tokens("0")
     n = base + 1
     while (m := base + count_tokens(str(n))) != n:
         n = m
     body = render.envelope(memories, n, note, entities)
+    if _digits_apart():
+        return body, n
     cost = count_tokens(render.to_text(body))
     while cost != n:  # not reached with cl100k; converges: the count only grows with the digits
         n = cost
@@ -194,7 +230,7 @@ def pack(
             explain=explain,
             adjustments=c.adjustments,
         )
-        cost = count_tokens(render.to_text(view)) + 1
+        cost = _text_tokens(render.to_text(view)) + 1
         if used + cost > memory_tokens:
             continue
         chosen.append((c, view))

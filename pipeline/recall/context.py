@@ -39,6 +39,8 @@ class RecallContext:
     query_embedding: Any = None  # the question's embedding, kept by retrieval for stage 8
     access_read: Any = None  # stage 8's read of the candidates' access statistics, started after stage 4
     handles: Any = None  # stage 9's handle lookup, read ahead during stage 8 (assemble.HandlesReadAhead)
+    # Stage 8's offline category match read, started after stage 4: (the pairs asked for, the task).
+    centroids_read: Any = None
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

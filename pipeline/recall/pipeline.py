@@ -261,13 +261,28 @@ async def _stages(ctx: RecallContext) -> RecallResult:
         )
     ):
         ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
+    # Likewise the centroids of the retrieved memories' categories (a superset of the candidates'),
+    # for stage 8's offline category match: its check of their versions is a round trip.
+    if ctx.adjustments and adjust.reads_centroids(ctx):
+        pairs = sorted({(m.project, m.category) for m in found.memories.values() if m.category})
+        if pairs:
+            ctx.centroids_read = (
+                frozenset(pairs),
+                asyncio.ensure_future(
+                    ctx.store.category_centroids(pairs, max_age_s=cfg.adjust.category_cache_s)
+                ),
+            )
+    if ctx.access_read is not None or ctx.centroids_read is not None:
+        # Stages 5-7 run without waiting on anything: the reads are sent now, or only in stage 8.
+        await asyncio.sleep(0)
     try:
         return await _rank_and_pack(ctx, found)
     finally:
-        if ctx.access_read is not None:
-            ctx.access_read.cancel()
-            if ctx.access_read.done() and not ctx.access_read.cancelled():
-                ctx.access_read.exception()  # (stage 8 reported it, if it ran)
+        for read in (ctx.access_read, ctx.centroids_read and ctx.centroids_read[1]):
+            if read:
+                read.cancel()
+                if read.done() and not read.cancelled():
+                    read.exception()  # (stage 8 reported it, if it ran)
 
 
 BEFORE_THRESHOLD_KEPT = 50

@@ -340,6 +340,47 @@ async def test_category_matching_the_question_is_boosted_offline_by_its_centroid
     assert by_id[b].adjustments["category"] > by_id[a].adjustments["category"] >= 1.0
 
 
+async def test_the_offline_category_match_is_read_once_before_stage_5(make_engine, monkeypatch):
+    """Recall starts the centroids' read of every retrieved category right after retrieval, so stage
+    8 waits for no round trip of its own; the boost is the one it would compute itself."""
+    from memlane.pipeline.recall import fuse
+
+    eng = await make_engine()
+    for i, (text, category) in enumerate(
+        [
+            ("The primary database runs PostgreSQL 16 on two hosts", "infrastructure"),
+            ("Database backups are streamed to object storage", "infrastructure"),
+            ("Grandma's lasagna needs three layers", "recipes"),
+            ("Bake the bread at 220 degrees", "recipes"),
+        ]
+    ):
+        await eng.remember({"content": text, "project": "p", "category": category, "position": i})
+    events: list = []
+    read = eng.store.category_centroids
+    fusion = fuse.fuse
+
+    async def centroids(pairs, **kw):
+        events.append(("centroids", sorted(pairs)))
+        return await read(pairs, **kw)
+
+    def fused(ctx, found):
+        events.append(("fusion", None))
+        return fusion(ctx, found)
+
+    monkeypatch.setattr(eng.store, "category_centroids", centroids)
+    monkeypatch.setattr(fuse, "fuse", fused)
+    question = "how are the database backups stored?"
+    ranked = await _ranked(eng, question, project="p")
+    assert [e for e, _ in events] == ["centroids", "fusion"]
+    assert set(events[0][1]) >= {(c.memory.project, c.memory.category) for c in ranked}
+    early = {c.memory.id: c.adjustments["category"] for c in ranked}
+    monkeypatch.setattr(adjust, "reads_centroids", lambda ctx: False)  # stage 8 reads them itself
+    events.clear()
+    alone = {c.memory.id: c.adjustments["category"] for c in await _ranked(eng, question, project="p")}
+    assert [e for e, _ in events] == ["fusion", "centroids"]
+    assert alone == early and max(early.values()) > 1.0
+
+
 async def test_category_match_asks_the_llm_when_one_is_configured_and_falls_back_offline(make_engine):
     llm = ScriptedLLM().enqueue("category_match", '{"alpha": 0.0, "beta": 1.0}', failing("HTTP 503"))
     eng = await make_engine(llm=llm)

@@ -215,3 +215,20 @@ async def test_an_unrelated_question_gets_an_empty_list_and_a_note(connect):
         }
         hit = await client.call_tool("recall", {"query": "where do the office coffee beans come from?"})
         assert hit.structured_content["memories"][0]["content"] == FACTS[1]
+
+
+def test_tokens_used_is_counted_with_one_full_count_because_digits_stand_apart(monkeypatch):
+    """cl100k counts tokens_used's digits apart from the JSON around them (checked once per
+    process), so settling a result's count takes one full count; the count stays exact."""
+    from memlane.pipeline.recall import assemble
+
+    assert assemble._digits_apart()
+    view = {"id": "0123abcd", "content": 'ünïcode and 12345 digits, "quotes"', "date": "2024-01-01"}
+    full = []
+    count = assemble.count_tokens
+    monkeypatch.setattr(assemble, "count_tokens", lambda t: (full.append(len(t) > 40), count(t))[1])
+    for n in (1, 7, 40, 400):
+        full.clear()
+        body, tokens = assemble._settle([view] * n, "a note")
+        assert tokens == count(render.to_text(body)) == body["tokens_used"]
+        assert sum(full) == 1
