@@ -78,7 +78,9 @@ def _query_keys(query) -> list[str]:
 def _order(node) -> tuple:
     """A node's place among ties: the order of ``str(node)`` (an entity node's tuple before any
     memory id, ids by their text), without formatting thousands of ids per recall (a UUID's text
-    orders as its integer does)."""
+    orders as its integer does). Forward push keys memory nodes by that integer."""
+    if isinstance(node, int):
+        return (1, node)
     return (1, node.int) if isinstance(node, UUID) else (0, str(node))
 
 
@@ -99,6 +101,9 @@ class _Loader:
         self.queries = 0
         self.hubs: set[int] = set()  # entities seen past graph.max_entity_degree: never expanded
         self._hops: dict[tuple, dict[Any, list[tuple[Any, float]]]] = {}
+        # Forward push keys a memory node by its id's integer (a UUID hashes in Python, and a push
+        # hashes its nodes thousands of times per recall): the ids of the integers seen.
+        self.ids: dict[int, UUID] = {}
         # Counting an entity's mentions past this says nothing more: it is not expanded.
         self._count_up_to = cfg.max_entity_degree + 1
 
@@ -125,38 +130,46 @@ class _Loader:
         return await self.store.entity_ids(self.project, keys)
 
     async def hops(self, asks: list[tuple[str, dict]]) -> list[dict[Any, list[tuple[Any, float]]]]:
-        """The out-edges of each (meta-path step, frontier): node -> [(neighbour, weight)]."""
+        """The out-edges of each (meta-path step, frontier): node -> [(neighbour, weight)], memory
+        nodes by their integer (``ids``)."""
         keys = [(step, frozenset(frontier)) for step, frontier in asks]
         todo = list(dict.fromkeys(k for k in keys if k not in self._hops))
-        rows = await self.read([_hop_read(step, frontier) for step, frontier in todo])
+        rows = await self.read([_hop_read(step, frontier, self.ids) for step, frontier in todo])
         for key, found in zip(todo, rows, strict=True):
-            self._hops[key] = _hop_out(key[0], found, self.cfg)
+            self._hops[key] = _hop_out(key[0], found, self.cfg, self.ids)
         return [self._hops[k] for k in keys]
 
 
-def _hop_read(step: str, frontier) -> GraphRead:
-    if step == "mention":
-        return GraphRead("mentions", tuple(sorted(frontier, key=_order)))
+def _hop_read(step: str, frontier, ids: dict[int, UUID]) -> GraphRead:
+    """The read of one step from a frontier of memory nodes (their integers) or entity nodes."""
     if step == "member":
         return GraphRead("members", tuple(sorted({e[1] for e in frontier})))
-    return GraphRead("edges", tuple(sorted(frontier, key=_order)), ("next",) if step == "next" else (step,))
+    memories = tuple(ids[n] for n in sorted(frontier))
+    if step == "mention":
+        return GraphRead("mentions", memories)
+    return GraphRead("edges", memories, ("next",) if step == "next" else (step,))
 
 
-def _hop_out(step: str, rows: list[tuple], cfg) -> dict[Any, list[tuple[Any, float]]]:
-    """A hop's rows as out-edges for forward push: node -> [(neighbour, weight)]. An entity
-    mentioned once leads nowhere; one past ``max_entity_degree`` (a hub) is not expanded."""
+def _hop_out(step: str, rows: list[tuple], cfg, ids: dict[int, UUID]) -> dict[Any, list[tuple[Any, float]]]:
+    """A hop's rows as out-edges for forward push: node -> [(neighbour, weight)], a memory by its
+    id's integer (each new one noted in ``ids``). An entity mentioned once leads nowhere; one past
+    ``max_entity_degree`` (a hub) is not expanded."""
     out: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
     if step == "mention":
         for m, e, n in rows:
             if n <= cfg.max_entity_degree and n > 1:
-                out[m].append((("e", e), 1.0))
+                out[m.int].append((("e", e), 1.0))
     elif step == "member":
         for e, m, n in rows:
             if n <= cfg.max_entity_degree:
-                out[("e", e)].append((m, 1.0 / math.sqrt(max(n, 1))))
+                key = m.int
+                ids[key] = m
+                out[("e", e)].append((key, 1.0 / math.sqrt(max(n, 1))))
     else:
         for a, b, kind, w in rows:
-            out[a].append((b, _link_weight(kind, w, cfg.causes_boost)))
+            key = b.int
+            ids[key] = b
+            out[a.int].append((key, _link_weight(kind, w, cfg.causes_boost)))
     return out
 
 
@@ -277,7 +290,12 @@ async def mpfp(
         for _ in path:
             rooms[name].append(min(per_step, left))
             left -= rooms[name][-1]
-    pushes = {name: _Push(seeds, track) for name in META_PATHS}
+    ids = loader.ids
+    keyed: dict[int, float] = {}
+    for m, a in seeds.items():
+        ids[m.int] = m
+        keyed[m.int] = a
+    pushes = {name: _Push(keyed, track) for name in META_PATHS}
     for depth in range(max(len(p) for p in META_PATHS.values())):
         asks: dict[str, tuple[str, dict]] = {}
         for name, path in META_PATHS.items():
@@ -298,32 +316,34 @@ async def mpfp(
             # (its fused score already counts it): the graph scores what reached a memory.
             pushes[name].push(frontier, out, keep=PUSH_ALPHA if depth > 0 else 0.0)
     masses = {name: reached for name, push in pushes.items() if (reached := push.settle())}
-    total: dict[UUID, float] = defaultdict(float)
+    total: dict[int, float] = defaultdict(float)
     for reached in masses.values():
         for n, v in reached.items():
             total[n] += v
-    scores = {n: min(v, 1.0) for n, v in total.items()}
+    scores = {ids[n]: min(v, 1.0) for n, v in total.items()}
     expanded = sum(p.expanded for p in pushes.values())
     info: dict[str, Any] = {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
     if track:
         reached: dict[UUID, list] = defaultdict(list)
         for name, push in pushes.items():
             for n, origins in push.origins.items():
-                if isinstance(n, UUID):
-                    reached[n].extend((_origin(o), name, mass, []) for o, mass in origins.items() if mass > 0)
+                if isinstance(n, int):
+                    reached[ids[n]].extend(
+                        (_origin(o, ids), name, mass, []) for o, mass in origins.items() if mass > 0
+                    )
         info["reached"] = dict(reached)
     return scores, info
 
 
-def _origin(node) -> tuple:
+def _origin(node, ids: dict[int, UUID]) -> tuple:
     """An entry point as a node: ("m", memory id) or ("e", entity id)."""
-    return node if isinstance(node, tuple) else ("m", node)
+    return node if isinstance(node, tuple) else ("m", ids[node])
 
 
 class _Push:
     """One meta-path's forward push: where the mass is, and where it came from."""
 
-    def __init__(self, seeds: dict[UUID, float], track: bool = False) -> None:
+    def __init__(self, seeds: dict[int, float], track: bool = False) -> None:
         # node -> where its mass came from (an entry point or a question entity) -> mass
         self.residual: dict[Any, dict[Any, float]] = {m: {m: a} for m, a in seeds.items()}
         self.settled: dict[Any, float] = defaultdict(float)
@@ -359,11 +379,11 @@ class _Push:
                         nxt[nb][origin] += (1 - keep) * r * w / norm
         self.residual = nxt
 
-    def settle(self) -> dict[UUID, float]:
-        """The mass each memory holds at the end."""
+    def settle(self) -> dict[int, float]:
+        """The mass each memory node (its id's integer) holds at the end."""
         for node, origins in self.residual.items():
             self._settle(node, origins, 1.0)
-        return {n: v for n, v in self.settled.items() if isinstance(n, UUID) and v > 0}
+        return {n: v for n, v in self.settled.items() if isinstance(n, int) and v > 0}
 
 
 async def prepare(ctx, query) -> dict[int, str]:

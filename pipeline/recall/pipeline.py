@@ -307,6 +307,7 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
         ctx.handles = assemble.HandlesReadAhead(
             ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]]
         )
+        await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
     try:
         candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
         packed = await run_stage(

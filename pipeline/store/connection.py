@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import time
 import weakref
@@ -54,6 +55,12 @@ _CONNECTION_ERRORS = (
     psycopg.InterfaceError,
 )
 _TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
+
+
+def _json_loads(data: bytes):
+    """json.loads, but an empty object (most memories' metadata) without the decoder: recall reads
+    a hundred rows a question, and json.loads of b"{}" costs about 40 times this test."""
+    return {} if data == b"{}" else json.loads(data)
 
 
 class Connection:
@@ -151,6 +158,7 @@ class Connection:
     @staticmethod
     async def _configure(conn: psycopg.AsyncConnection) -> None:
         await register_vector_async(conn)
+        psycopg.types.json.set_json_loads(_json_loads, conn)
         # With a project filter, a plain HNSW scan can return fewer than k rows; pgvector 0.8's
         # iterative scan keeps walking the graph until the filter has enough matches.
         await conn.execute("SET hnsw.iterative_scan = relaxed_order")

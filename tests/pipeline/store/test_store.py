@@ -207,3 +207,17 @@ async def test_memories_stored_together_have_handles_of_their_own(engine):
     single = [await engine.remember({"content": f"Standup note {i}"}) for i in range(5)]
     prefixes = {str(r.id)[:8] for r in [*batch, *single]}
     assert len(prefixes) == 25
+
+
+async def test_metadata_reads_back_as_written_empty_or_not_and_never_shared(engine):
+    """Recall reads jsonb with a shortcut for the empty object (most memories' metadata): each
+    memory still gets its own dict, and any other object parses as JSON does."""
+    meta = {"ticket": "OPS-12", "nested": {"n": [1, 2.5, None, True]}, "ünï": "ok"}
+    a = await engine.remember({"content": "The ops runbook lives in the wiki", "metadata": meta})
+    b = await engine.remember({"content": "The ops wiki has a runbook for deploys"})
+    c = await engine.remember({"content": "Runbook reviews happen in the ops weekly"})
+    res = await engine.recall(engine.recall_request("ops runbook", limit=5), touch=False)
+    got = {m.id: m.metadata for m, _ in res.memories}
+    assert got[a.id] == meta and got[b.id] == {} and got[c.id] == {}
+    got[b.id]["x"] = 1  # a caller changing one memory's metadata changes no other's
+    assert got[c.id] == {}
