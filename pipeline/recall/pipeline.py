@@ -272,10 +272,10 @@ async def _stages(ctx: RecallContext) -> RecallResult:
                     ctx.store.category_centroids(pairs, max_age_s=cfg.adjust.category_cache_s)
                 ),
             )
-    if ctx.access_read is not None or ctx.centroids_read is not None:
-        # Stages 5-7 run without waiting on anything: the reads are sent now, or only in stage 8.
-        await asyncio.sleep(0)
     try:
+        if ctx.access_read is not None or ctx.centroids_read is not None:
+            # Stages 5-7 run without waiting on anything: the reads are sent now, or only in stage 8.
+            await asyncio.sleep(0)
         return await _rank_and_pack(ctx, found)
     finally:
         for read in (ctx.access_read, ctx.centroids_read and ctx.centroids_read[1]):
@@ -307,8 +307,9 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
         ctx.handles = assemble.HandlesReadAhead(
             ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]]
         )
-        await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
     try:
+        if ctx.handles is not None:
+            await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
         candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
         packed = await run_stage(
             ctx,
