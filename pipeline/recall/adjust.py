@@ -177,13 +177,12 @@ def rescore(
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
-def reads_centroids(ctx) -> bool:
+def reads_centroids(ctx, active: tuple[str, ...]) -> bool:
     """Whether this stage will match categories offline (the category factor is on, no LLM rates
     them, the question was embedded): recall then starts the centroids' read before stage 5."""
-    cfg, req = ctx.config.recall, ctx.request
-    if "category" not in active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects):
+    if "category" not in active or ctx.query_embedding is None:
         return False
-    return ctx.query_embedding is not None and stage_llm(ctx, "category_match")[0] is None
+    return stage_llm(ctx, "category_match")[0] is None
 
 
 async def _none():

@@ -253,17 +253,12 @@ async def _stages(ctx: RecallContext) -> RecallResult:
     # Stage 8 reads the candidates' access statistics. The arms read them with the memories; any
     # memory read without them has them read now, while stages 5-7 run (off the path).
     unread = [m.id for m in found.memories.values() if not m.access_known]
-    if (
-        unread
-        and ctx.adjustments
-        and adjust.reads_access(
-            cfg.adjust, adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
-        )
-    ):
+    active = adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
+    if unread and ctx.adjustments and adjust.reads_access(cfg.adjust, active):
         ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
     # Likewise the centroids of the retrieved memories' categories (a superset of the candidates'),
     # for stage 8's offline category match: its check of their versions is a round trip.
-    if ctx.adjustments and adjust.reads_centroids(ctx):
+    if ctx.adjustments and adjust.reads_centroids(ctx, active):
         pairs = sorted({(m.project, m.category) for m in found.memories.values() if m.category})
         if pairs:
             ctx.centroids_read = (

@@ -374,7 +374,7 @@ async def test_the_offline_category_match_is_read_once_before_stage_5(make_engin
     assert [e for e, _ in events] == ["centroids", "fusion"]
     assert set(events[0][1]) >= {(c.memory.project, c.memory.category) for c in ranked}
     early = {c.memory.id: c.adjustments["category"] for c in ranked}
-    monkeypatch.setattr(adjust, "reads_centroids", lambda ctx: False)  # stage 8 reads them itself
+    monkeypatch.setattr(adjust, "reads_centroids", lambda ctx, active: False)  # stage 8 reads them itself
     events.clear()
     alone = {c.memory.id: c.adjustments["category"] for c in await _ranked(eng, question, project="p")}
     assert [e for e, _ in events] == ["fusion", "centroids"]
