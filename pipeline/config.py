@@ -59,8 +59,8 @@ class DatabaseConfig(Section):
         ge=0,
         le=10000,
         description="Read-your-writes: how long a recall waits for its replica to replay the caller's last "
-        "write (remember, ingest, update, forget through this server process) before reading the primary "
-        "instead. 0: check the replica once, without waiting.",
+        "write (remember, ingest, update, forget, through any server on the database) before reading the "
+        "primary instead. 0: check the replica once, without waiting.",
     )
 
     @model_validator(mode="after")

@@ -154,6 +154,7 @@ class Engine:
                 pool_max=db.pool_max,
                 configure=store._configure,
                 schema_version=store.schema_version,
+                marks=store,
             )
             await self.replicas.open()
         if self._embedded is not None:
@@ -336,7 +337,7 @@ class Engine:
         """Read-your-writes with read replicas: after the calling client's write, where the
         primary's WAL is (``replicas.py``); its next recall reads a replica that has replayed it."""
         if self.replicas is not None:
-            await self.replicas.note_write(replicas.CALLER.get(), self.store.wal_position)
+            await self.replicas.note_write(replicas.CALLER.get())
 
     def recall_request(
         self,

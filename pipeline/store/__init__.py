@@ -14,7 +14,7 @@ from memlane.pipeline.store.graph_reads import GraphReadQueries
 from memlane.pipeline.store.handles import HandleQueries
 from memlane.pipeline.store.model import ModelSettings
 from memlane.pipeline.store.reads import Reads
-from memlane.pipeline.store.replicas import WalPosition
+from memlane.pipeline.store.replicas import WriteMarks
 from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.scoring import ScoringQueries
 from memlane.pipeline.store.search import Hit, SearchQueries
@@ -41,7 +41,7 @@ class Store(
     GraphQueries,
     GraphReadQueries,
     VectorIndexQueries,
-    WalPosition,
+    WriteMarks,
 ):
     """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
     read whose connection is lost mid-call runs again once the database is back (its part marks it

@@ -45,7 +45,7 @@ def owned_tables() -> list[str]:
     """Every table memlane's migrations create (and ``memlane_migrations``), in creation order."""
     tables = ["memlane_migrations"]
     for _, _, sql in migrations.available():
-        for name in re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", sql):
+        for name in re.findall(r"CREATE (?:UNLOGGED )?TABLE (?:IF NOT EXISTS )?(\w+)", sql):
             if name not in tables:
                 tables.append(name)
         for name in re.findall(r"DROP TABLE (?:IF EXISTS )?(\w+)", sql):

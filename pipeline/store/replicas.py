@@ -1,13 +1,14 @@
 """Read replicas: recall's reads on hot standbys (``database.read_urls``), every write on the primary.
 
 Read-your-writes. After a caller's write (remember, ingest, update, forget) the engine records the
-primary's WAL position for that caller (``note_write``). The caller's next recall picks a replica
-(round robin over those up) and, when a position is recorded, polls the replica's replay position
-until it has replayed that far, for at most ``database.replica_wait_ms``; then every read of that
-recall goes to the replica, or, if it stayed behind, to the primary. A caller is a key the server
-gives (``CALLER``, a context variable: the HTTP token's name, the MCP session, or one key for the
-whole process); positions are kept in this process only, so a write made through another memlane
-process is not waited for here.
+primary's WAL position for that caller (``note_write``) in the primary's ``memlane_write_marks``
+(migration 0011), so every memlane process on the database knows it: behind a round-robin balancer,
+a write through one server and the next recall through another are still ordered. The caller's next
+recall picks a replica (round robin over those up), reads the caller's position on the primary (one
+indexed read), and polls the replica's replay position until it has replayed that far, for at most
+``database.replica_wait_ms``; then every read of that recall goes to the replica, or, if it stayed
+behind, to the primary. A caller is a key the server gives (``CALLER``, a context variable: the HTTP
+token's name, the MCP session, or one key for every client without either), stored hashed.
 
 A replica that fails (cannot connect, connection lost, not in recovery, an older schema) is marked
 down for ``DOWN_S`` and probed again in the background afterwards: no recall waits on a dead host,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections import OrderedDict
@@ -48,7 +50,11 @@ DOWN_S = 5.0  # a failed replica is left alone this long, then probed in the bac
 # and the primary answers instead (also bounds a recall's cost on a replica that just died).
 ACQUIRE_S = 0.5
 PROBE_TIMEOUT = 2  # libpq connect_timeout (integer seconds, at least 2) of a replica's probes
-MAX_CALLERS = 10_000  # recorded write positions kept (the least recently written dropped first)
+MAX_CALLERS = 10_000  # write positions this process keeps (the least recently written dropped first)
+# Marks of callers who wrote nothing for this long are deleted (checked at most every PRUNE_EVERY_S
+# by each process): a standby an hour behind is broken, not lagging, and the table stays small.
+MARK_TTL_S = 3600
+PRUNE_EVERY_S = 600
 # Polling the replay position: the first check at once (on a nearby standby the write has usually
 # been replayed by the time the client asks), then sleeps doubling up to POLL_MAX_S.
 POLL_FIRST_S = 0.001
@@ -72,6 +78,12 @@ def parse_lsn(text: str) -> int:
 
 def format_lsn(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+def caller_mark(caller: str) -> str:
+    """The key of ``caller`` in ``memlane_write_marks``: a hash, since a caller can be an MCP
+    session id, which lets whoever holds it act in that session."""
+    return hashlib.sha256(caller.encode()).hexdigest()[:32]
 
 
 def replica_name(dsn: str) -> str:
@@ -283,16 +295,21 @@ class Replicas:
         pool_max: int,
         configure: Callable[[psycopg.AsyncConnection], Awaitable[None]],
         schema_version: int,
+        marks: WriteMarks,
     ) -> None:
         self.wait_ms = wait_ms
+        self.marks = marks
         self.replicas = [
             Replica(
                 dsn, pool_min=pool_min, pool_max=pool_max, configure=configure, schema_version=schema_version
             )
             for dsn in dsns
         ]
-        self._written: OrderedDict[str, int] = OrderedDict()  # caller -> WAL position of its last write
+        # caller -> WAL position of its last write through this process: what a recall waits for
+        # when the primary's marks cannot be read
+        self._written: OrderedDict[str, int] = OrderedDict()
         self._next = 0
+        self._pruned_at = time.monotonic()
 
     async def open(self) -> None:
         """Probe every replica (bounded by PROBE_TIMEOUT); one that is down is retried later and
@@ -302,23 +319,37 @@ class Replicas:
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.replicas), return_exceptions=True)
 
-    async def note_write(self, caller: str, wal_position: Callable[[], Awaitable[str]]) -> None:
+    async def note_write(self, caller: str) -> None:
         """After ``caller``'s write committed: where the primary's WAL is now, which a replica must
-        have replayed before that caller reads it. If the position cannot be read, the caller's
-        next recalls read the primary until it writes again."""
+        have replayed before that caller reads it, recorded on the primary for every process. If it
+        cannot be recorded, this process's next recalls for the caller read the primary until it
+        writes again (another process's recalls wait for its earlier write, if any)."""
         try:
-            lsn = parse_lsn(await wal_position())
+            prune = time.monotonic() - self._pruned_at >= PRUNE_EVERY_S
+            lsn = parse_lsn(await self.marks.mark_write(caller_mark(caller), MARK_TTL_S if prune else None))
+            if prune:
+                self._pruned_at = time.monotonic()
         except Exception as e:  # noqa: BLE001 - the write is done; only where to read changes
             log.warning(
-                "could not read the primary's WAL position (%s): the next recall reads the primary", e
+                "could not record the primary's WAL position (%s): the next recall reads the primary", e
             )
             lsn = _INFINITE_LSN
         self._written[caller] = max(lsn, self._written.pop(caller, 0))
         while len(self._written) > MAX_CALLERS:
             self._written.popitem(last=False)
 
-    def written(self, caller: str) -> int | None:
-        return self._written.get(caller)
+    async def written(self, caller: str) -> int | None:
+        """The WAL position of ``caller``'s last write through any process, as the primary records
+        it (this process's own record when the primary's cannot be read)."""
+        mine = self._written.get(caller)
+        try:
+            shared = await self.marks.write_mark(caller_mark(caller))
+        except Exception as e:  # noqa: BLE001 - the recall reads where this process's record says
+            log.warning("could not read the callers' write positions on the primary (%s)", e)
+            return mine
+        if shared is None:
+            return mine
+        return max(parse_lsn(shared), mine or 0)
 
     def _pick(self) -> Replica | None:
         n = len(self.replicas)
@@ -335,7 +366,7 @@ class Replicas:
         if replica is None:
             why = "; ".join(f"{r.name}: {r.why_down}" for r in self.replicas)
             return ReadRoute("primary", reason=f"no replica up ({why})")
-        lsn = self._written.get(caller)
+        lsn = await self.written(caller)
         if lsn is None:
             return ReadRoute("replica", replica=replica)
         if lsn == _INFINITE_LSN:
@@ -400,8 +431,9 @@ class Replicas:
         return out
 
 
-class WalPosition:
-    """Mixed into Store; needs ``_connection()``."""
+class WriteMarks:
+    """Mixed into Store; needs ``_connection()``. The callers' write positions (migration 0011),
+    always on the primary: ``Replicas.route`` reads them before it routes the recall."""
 
     async def wal_position(self) -> str:
         """The primary's current WAL write position (``pg_current_wal_lsn()``), as text."""
@@ -409,3 +441,29 @@ class WalPosition:
             cur = await conn.execute("SELECT pg_current_wal_lsn()::text")
             [lsn] = await cur.fetchone()
         return lsn
+
+    async def mark_write(self, caller: str, prune_older_s: float | None = None) -> str:
+        """Record that ``caller`` (a hashed key) has written up to the primary's WAL position now,
+        never moving its mark back (two of its writes may finish in either order); returns the
+        mark. ``prune_older_s``: also delete the marks of callers who wrote nothing for that long."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO memlane_write_marks AS w (caller, lsn) VALUES (%s, pg_current_wal_lsn())"
+                " ON CONFLICT (caller) DO UPDATE SET lsn = greatest(w.lsn, excluded.lsn), written_at = now()"
+                " RETURNING lsn::text",
+                (caller,),
+            )
+            [lsn] = await cur.fetchone()
+            if prune_older_s is not None:
+                await conn.execute(
+                    "DELETE FROM memlane_write_marks WHERE written_at < now() - make_interval(secs => %s)",
+                    (prune_older_s,),
+                )
+        return lsn
+
+    async def write_mark(self, caller: str) -> str | None:
+        """``caller``'s recorded write position, or None when it has not written (or long ago)."""
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT lsn::text FROM memlane_write_marks WHERE caller = %s", (caller,))
+            row = await cur.fetchone()
+        return row[0] if row else None

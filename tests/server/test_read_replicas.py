@@ -114,6 +114,48 @@ async def test_a_paused_replica_is_waited_for_a_bounded_time_then_the_primary_an
         await eng.close()
 
 
+async def test_a_write_through_one_server_is_waited_for_by_the_next_recall_through_another(
+    tmp_path, urls, cluster, embedder
+):
+    """Two servers on one primary and standby (a round-robin balancer's): the caller's write goes to
+    one, its recall to the other, which has no record of that write itself."""
+    _, standby = cluster
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = Engine(_config(tmp_path / "one", urls, wait_ms=300), embedder=embedder)
+    two = Engine(_config(tmp_path / "two", urls, wait_ms=300), embedder=embedder)
+    await one.open()
+    await two.open()
+    token = replicas.CALLER.set("token:alice")
+    standby.execute("SELECT pg_wal_replay_pause()")
+    try:
+        fact = "the billing service's queue was renamed to invoices-v2"
+        await one.remember({"content": fact})
+        res = await _recall(two, "what is the billing queue called")
+        trace = res.trace.as_dict()
+        assert trace["read_from"] == "primary", trace
+        assert "had not replayed" in trace["read_reason"]
+        assert 300 * 0.9 <= trace["read_wait_ms"] <= 300 + SLACK_MS
+        assert fact in [m.content for m, _ in res.memories]
+        # Another caller reads the paused standby through the same server: it has not the memory yet.
+        other = replicas.CALLER.set("token:bob")
+        try:
+            res = await _recall(two, "what is the billing queue called")
+        finally:
+            replicas.CALLER.reset(other)
+        assert res.trace.as_dict()["read_from"] == "replica"
+        assert fact not in [m.content for m, _ in res.memories]
+        standby.execute("SELECT pg_wal_replay_resume()")
+        res = await _recall(two, "what is the billing queue called")  # replayed: the standby answers
+        assert res.trace.as_dict()["read_from"] == "replica", res.trace.as_dict()
+        assert fact in [m.content for m, _ in res.memories]
+    finally:
+        replicas.CALLER.reset(token)
+        standby.execute("SELECT pg_wal_replay_resume()")
+        await one.close()
+        await two.close()
+
+
 async def test_a_replica_lost_in_the_middle_of_a_recall_means_the_recall_runs_again_on_the_primary(
     tmp_path, urls, cluster, embedder
 ):

@@ -41,26 +41,68 @@ def test_a_read_url_is_named_without_its_credentials():
     assert "secret" not in replicas.replica_name("host=h port=1 user=u password=secret dbname=d")
 
 
-async def test_a_caller_keeps_its_latest_write_position_and_an_unknown_one_means_the_primary():
-    r = replicas.Replicas([], wait_ms=100, pool_min=1, pool_max=2, configure=_noop, schema_version=1)
+async def test_write_positions_are_shared_by_every_process_and_never_move_back(engine):
+    store = engine.store
 
-    async def at(text):
-        return text
+    def replicas_of_a_process():  # what each memlane process on the database holds
+        return replicas.Replicas(
+            [], wait_ms=100, pool_min=1, pool_max=2, configure=_noop, schema_version=1, marks=store
+        )
 
-    await r.note_write("a", lambda: at("0/200"))
-    await r.note_write("a", lambda: at("0/100"))  # reported late (concurrent writes): never lowers it
-    assert r.written("a") == 0x200 and r.written("b") is None
+    one, two = replicas_of_a_process(), replicas_of_a_process()
+    assert await one.written("token:alice") is None
+    await engine.remember({"content": "the staging cluster runs in eu-west"})
+    await one.note_write("token:alice")
+    first = await two.written("token:alice")  # the other process knows alice's write
+    assert first is not None and first == await one.written("token:alice")
+    assert await two.written("token:bob") is None  # and only hers
+    await engine.remember({"content": "the staging cluster moved to eu-north"})
+    await two.note_write("token:alice")
+    later = await one.written("token:alice")
+    assert later > first
+    # A mark reported late (two writes finishing in either order) never lowers it.
+    assert replicas.parse_lsn(await store.mark_write(replicas.caller_mark("token:alice"))) >= later
+    async with store._connection() as conn:
+        await conn.execute(
+            "UPDATE memlane_write_marks SET lsn = %s::pg_lsn WHERE caller = %s",
+            (replicas.format_lsn(first), replicas.caller_mark("token:alice")),
+        )
+    assert await two.written("token:alice") == later  # its own record beside the primary's
+    # Callers are stored hashed: a session id lets whoever holds it act in that session.
+    await one.note_write("session:5f1c-secret-session")
+    async with store._connection() as conn:
+        cur = await conn.execute("SELECT caller FROM memlane_write_marks")
+        keys = [k for (k,) in await cur.fetchall()]
+    assert not any("secret" in k or "alice" in k for k in keys) and len(keys) == 2
 
-    async def broken():
-        raise OSError("gone")
 
-    await r.note_write("a", broken)
-    assert r.written("a") > 0x200  # unknown: above every position, so the primary answers
+async def test_old_marks_are_pruned_and_an_unreadable_mark_means_the_primary(engine):
+    store = engine.store
+    r = replicas.Replicas(
+        [], wait_ms=100, pool_min=1, pool_max=2, configure=_noop, schema_version=1, marks=store
+    )
+    await r.note_write("token:old")
+    async with store._connection() as conn:
+        await conn.execute("UPDATE memlane_write_marks SET written_at = now() - interval '2 hours'")
+    await store.mark_write(replicas.caller_mark("token:new"), replicas.MARK_TTL_S)
+    assert await store.write_mark(replicas.caller_mark("token:old")) is None
+    assert await store.write_mark(replicas.caller_mark("token:new")) is not None
+
+    async with store._connection() as conn:  # the table cannot be written: the write position is unknown
+        await conn.execute("ALTER TABLE memlane_write_marks RENAME TO memlane_write_marks_away")
+    try:
+        await r.note_write("token:new")
+        assert await r.written("token:new") > replicas.parse_lsn("FFFFFFFF/0")  # the primary answers
+    finally:
+        async with store._connection() as conn:
+            await conn.execute("ALTER TABLE memlane_write_marks_away RENAME TO memlane_write_marks")
 
 
 async def test_with_no_replica_up_the_primary_answers_at_once_and_says_why():
     url = f"postgresql://u:p@127.0.0.1:{_closed_port()}/db"
-    r = replicas.Replicas([url], wait_ms=100, pool_min=1, pool_max=2, configure=_noop, schema_version=1)
+    r = replicas.Replicas(
+        [url], wait_ms=100, pool_min=1, pool_max=2, configure=_noop, schema_version=1, marks=None
+    )
     await r.open()
     try:
         route = await r.route("a")
