@@ -10,6 +10,7 @@ from typing import Literal
 from uuid import UUID
 
 from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.uuid_array import UuidArray
 
 EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
 
@@ -80,6 +81,7 @@ class GraphReadQueries:
                 "  JOIN unnest(%(k)s::text[]) AS q(first) ON e.key LIKE q.first || ' %%'"
                 "  WHERE e.project = %(p)s AND e.kind = 'name' AND position(' ' in q.first) = 0",
                 {"p": project, "k": keys},
+                binary=True,
             )
             return {i: k for i, k in await cur.fetchall()}
 
@@ -96,12 +98,13 @@ class GraphReadQueries:
         parts, params = [], {"project": project, "n": per_node, "cap": count_up_to}
         for i, read in enumerate(reads):
             if read.ids:
-                params[f"ids{i}"], params[f"kinds{i}"] = list(read.ids), list(read.kinds)
+                ids = list(read.ids) if read.what == "members" else UuidArray(read.ids)  # (entities: bigint)
+                params[f"ids{i}"], params[f"kinds{i}"] = ids, list(read.kinds)
                 parts.append(_READ_SQL[read.what].format(i=i))
         if not parts:
             return out
         async with self._connection() as conn:
-            cur = await conn.execute(" UNION ALL ".join(f"({p})" for p in parts), params)
+            cur = await conn.execute(" UNION ALL ".join(f"({p})" for p in parts), params, binary=True)
             rows = await cur.fetchall()
         for i, a, b, e, kind, w, n in rows:
             what = reads[i].what

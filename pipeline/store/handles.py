@@ -14,6 +14,7 @@ from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.uuid_array import UuidArray
 from memlane.pipeline.validate import parse_id_prefix
 
 MIN_HANDLE_HEX = 8
@@ -57,10 +58,10 @@ class HandleQueries:
             "SELECT x.id,"
             " (SELECT m.id FROM memories m WHERE m.id < x.id ORDER BY m.id DESC LIMIT 1) AS prev,"
             " (SELECT m.id FROM memories m WHERE m.id > x.id ORDER BY m.id LIMIT 1) AS next"
-            " FROM unnest(%s::uuid[]) AS x(id)"
+            " FROM unnest(%b::uuid[]) AS x(id)"
         )
         async with self._connection() as conn:
-            cur = await conn.execute(sql, (list(ids),))
+            cur = await conn.execute(sql, (UuidArray(ids),), binary=True)
             rows = await cur.fetchall()
         out = {}
         for mid, prev, nxt in rows:

@@ -84,6 +84,7 @@ class ScoringQueries:
                     "have": [have[pair][1] if pair in have else None for pair in pairs],
                     "n": CENTROID_SAMPLE,
                 },
+                binary=True,
             )
             rows = await cur.fetchall()
         found: dict[tuple[str, str], np.ndarray | None] = {}

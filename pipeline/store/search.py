@@ -22,6 +22,7 @@ from memlane.pipeline.store.rows import (
     row_to_memory,
     values_to_memory,
 )
+from memlane.pipeline.store.uuid_array import UuidArray
 from memlane.pipeline.store.vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
@@ -258,7 +259,7 @@ class SearchQueries:
             )
         async with self._connection() as conn:
             try:
-                cur = await conn.execute(sql, params)
+                cur = await conn.execute(sql, params, binary=True)
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
@@ -315,7 +316,7 @@ class SearchQueries:
         for name in selecting:
             spec = usable[name]
             if name in preselected:
-                params[f"{name}_ids"] = preselected[name]
+                params[f"{name}_ids"] = UuidArray(preselected[name])
                 ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)b::uuid[]) AS id)")
             else:
                 ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
@@ -329,7 +330,7 @@ class SearchQueries:
         )
         async with self._connection() as conn:
             try:
-                cur = await conn.execute(sql, params)
+                cur = await conn.execute(sql, params, binary=True)
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
@@ -401,7 +402,7 @@ class SearchQueries:
             f" JOIN memories m ON m.id = top.id {ACCESS_JOIN} ORDER BY top.arm_score DESC, m.content_hash"
         )
         async with self._connection() as conn:
-            cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params, binary=True)
             rows = await cur.fetchall()
         scanned = int(rows[0]["scanned"]) if rows else 0
         hits = []
