@@ -41,6 +41,9 @@ class RecallContext:
     handles: Any = None  # stage 9's handle lookup, read ahead during stage 8 (assemble.HandlesReadAhead)
     # Stage 8's offline category match read, started after stage 4: (the pairs asked for, the task).
     centroids_read: Any = None
+    # The question's embedding, started with stage 1 when no stage can add a text to embed (no LLM
+    # for synthesis or HyDE): the future of ``embed_texts`` for ``[request.query]``, or None.
+    question_embedding: Any = None
 
     def remaining_s(self) -> float | None:
         """Seconds left before the recall deadline (None: no deadline)."""

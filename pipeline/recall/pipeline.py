@@ -32,6 +32,8 @@ import asyncio
 import time
 from dataclasses import replace
 
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.recall import (
     adjust,
     assemble,
@@ -43,6 +45,7 @@ from memlane.pipeline.recall import (
     synthesize,
     threshold,
 )
+from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
@@ -235,10 +238,35 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
 async def recall(ctx: RecallContext) -> RecallResult:
     started = time.monotonic()
     ctx.deadline = started + ctx.config.recall.deadline_ms / 1000
+    ctx.question_embedding = _embed_question_now(ctx)
     try:
         return await _stages(ctx)
     finally:
         ctx.trace.wall_ms = (time.monotonic() - started) * 1000
+        if ctx.question_embedding is not None:
+            ctx.question_embedding.cancel()
+            if ctx.question_embedding.done() and not ctx.question_embedding.cancelled():
+                ctx.question_embedding.exception()  # (retrieval reported it, or the recall failed first)
+
+
+def _embed_question_now(ctx: RecallContext):
+    """The question's embedding, started before stage 1 when retrieval will embed the question
+    alone (no LLM can add a variant or a HyDE passage): stages 1-3 and retrieval's first reads then
+    run beside it instead of before it. None otherwise; retrieval embeds its texts itself."""
+    try:
+        wanted = any("embedding" in arm.needs for arm in resolve(ctx.arms))
+    except InvalidInput:
+        return None  # (retrieval reports the unknown arm)
+    if not wanted or any(stage_llm(ctx, name)[0] is not None for name in ("synthesis", "hyde")):
+        return None
+    return asyncio.ensure_future(
+        embed_texts(
+            ctx.embedder,
+            [ctx.request.query],
+            ctx.config.embedding.embed_timeout_s,
+            encode=lambda texts: retrieve.embed(ctx.embedder, texts, None),
+        )
+    )
 
 
 async def _stages(ctx: RecallContext) -> RecallResult:

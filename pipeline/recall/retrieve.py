@@ -92,12 +92,18 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             }
         try:
             try:
-                vectors = await embed_texts(
-                    ctx.embedder,
-                    to_embed,
-                    ctx.config.embedding.embed_timeout_s,
-                    encode=lambda _: embed(ctx.embedder, texts, query.hypothetical),
-                )
+                early = getattr(ctx, "question_embedding", None)
+                if early is not None and to_embed == [ctx.request.query]:
+                    # Started with the recall (pipeline.py); shielded: recalls across projects
+                    # share it, and one cancelled must not cancel it for the others.
+                    vectors = await asyncio.shield(early)
+                else:
+                    vectors = await embed_texts(
+                        ctx.embedder,
+                        to_embed,
+                        ctx.config.embedding.embed_timeout_s,
+                        encode=lambda _: embed(ctx.embedder, texts, query.hypothetical),
+                    )
             except EmbeddingFailed as e:
                 if not early:
                     raise  # no active arm can answer without the embedding

@@ -12,6 +12,8 @@ by what is installed (``importlib.util.find_spec``), which imports nothing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import importlib.util
 import logging
 import math
@@ -151,8 +153,14 @@ async def embed_texts(
     except Exception as e:
         raise EmbeddingFailed(f"the embedding model could not be loaded ({type(e).__name__}: {e})") from e
     budget = timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
+    # Handed to the thread here, not by a task of its own (as ``asyncio.to_thread`` under
+    # ``wait_for`` does): such a task starts only after every step the loop already has queued, and
+    # recall queues its keyword and entity reads just before its embedding.
+    job = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(contextvars.copy_context().run, encode or embedder.embed_batch, texts)
+    )
     try:
-        return await asyncio.wait_for(asyncio.to_thread(encode or embedder.embed_batch, texts), budget)
+        return await asyncio.wait_for(job, budget)
     except TimeoutError:
         log.error("the embedding model did not answer within %.3g s", budget)
         raise EmbeddingFailed(

@@ -145,3 +145,44 @@ async def test_the_keyword_arm_reads_at_most_max_postings_and_the_trace_says_so(
     assert all(any(w in c for w in selected) for c in contents)
     graph = stage.detail["graph"]["bound"]
     assert graph["max_entity_degree"] == engine.config.graph.max_entity_degree and graph["per_node"] > 0
+
+
+async def test_the_question_is_embedded_once_from_the_start_of_the_recall(engine, monkeypatch):
+    """With no LLM to add texts, the question's embedding starts with the recall, before stage 1,
+    and retrieval takes it: a recall across projects embeds it once, not once per project, and
+    finds what each project's own recall finds."""
+    for project in ("alpha", "beta"):
+        await engine.remember(
+            {"content": f"The {project} team keeps invoices in PostgreSQL", "project": project}
+        )
+    calls: list[list[str]] = []
+    real = engine.embedder.embed_queries
+
+    def spy(texts):
+        calls.append(list(texts))
+        return real(texts)
+
+    monkeypatch.setattr(engine.embedder, "embed_queries", spy)
+    across = await engine.recall(engine.recall_request("where are invoices kept?", project=["alpha", "beta"]))
+    assert calls == [["where are invoices kept?"]]
+    assert {m.content for m, _ in across.memories} == {
+        "The alpha team keeps invoices in PostgreSQL",
+        "The beta team keeps invoices in PostgreSQL",
+    }
+    calls.clear()
+    alone = await engine.recall(engine.recall_request("where are invoices kept?", project="alpha"))
+    assert calls == [["where are invoices kept?"]]
+    assert [m.content for m, _ in alone.memories] == ["The alpha team keeps invoices in PostgreSQL"]
+
+
+async def test_a_failed_question_embedding_still_answers_from_the_keyword_arm(engine, monkeypatch):
+    await engine.remember({"content": "The billing service stores invoices in PostgreSQL"})
+
+    def broken(texts):
+        raise RuntimeError("model crashed")
+
+    monkeypatch.setattr(engine.embedder, "embed_queries", broken)
+    result = await engine.recall(engine.recall_request("where are invoices stored?", explain=True))
+    assert [m.content for m, _ in result.memories] == ["The billing service stores invoices in PostgreSQL"]
+    retrieval = next(st for st in result.trace.stages if st.stage == "retrieval")
+    assert retrieval.status.startswith("degraded: ") and "model crashed" in retrieval.status
