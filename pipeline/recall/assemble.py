@@ -219,9 +219,26 @@ def pack(
     memory_tokens = max_tokens - context_budget - entity_budget
     # The envelope plus a comma per memory and the digits of tokens_used (up to 2 tokens).
     used = bare + 1
+    # A text has at most as many tokens as UTF-8 bytes (every cl100k token is one byte or more).
+    # While the taken memories' bytes fit the budget, each fits whatever its count: the counts
+    # wait (``uncounted``) until a decision needs them, so the usual result, well within its
+    # budget, counts only once, whole, in ``_settle``. The choices are those of exact counts.
+    bound, uncounted = used, []
+
+    def count_taken() -> int:
+        nonlocal bound
+        exact = used + sum(_text_tokens(text) + 1 for text in uncounted)
+        uncounted.clear()
+        bound = exact
+        return exact
+
     for c in candidates:
-        if len(chosen) >= limit or memory_tokens - used < MIN_MEMORY_TOKENS:
+        if len(chosen) >= limit:
             break
+        if memory_tokens - bound < MIN_MEMORY_TOKENS:
+            used = count_taken()
+            if memory_tokens - used < MIN_MEMORY_TOKENS:
+                break
         view = render.memory_view(
             c.memory,
             handles.get(c.memory.id) or render.handle_of(c.memory.id),
@@ -230,11 +247,20 @@ def pack(
             explain=explain,
             adjustments=c.adjustments,
         )
-        cost = _text_tokens(render.to_text(view)) + 1
+        text = render.to_text(view)
+        most = len(text.encode()) + 1
+        if bound + most <= memory_tokens:
+            chosen.append((c, view))
+            uncounted.append(text)
+            bound += most
+            continue
+        used = count_taken()
+        cost = _text_tokens(text) + 1
         if used + cost > memory_tokens:
             continue
         chosen.append((c, view))
         used += cost
+        bound = used
     if extras.context and chosen:
         _add_context(chosen, extras.context, context_budget)
     entity_list: list[dict[str, Any]] = []

@@ -19,7 +19,7 @@ from support.records import make_memory
 
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import render
-from memlane.pipeline.recall.assemble import NOTE_NO_FIT, NOTE_NOTHING, pack
+from memlane.pipeline.recall.assemble import MIN_MEMORY_TOKENS, NOTE_NO_FIT, NOTE_NOTHING, pack
 from memlane.pipeline.records import Candidate, Memory
 from memlane.pipeline.tokens import count_tokens
 
@@ -74,6 +74,39 @@ def test_the_rendered_result_never_exceeds_max_tokens(ms, max_tokens, limit, exp
     for view in packed.rendered["memories"]:
         assert None not in view.values() and [] not in view.values() and {} not in view.values()
         assert ("score" in view) == explain
+
+
+def _greedy_by_exact_counts(cands: list[Candidate], limit: int, max_tokens: int) -> list[uuid.UUID]:
+    """The memories greedy packing takes when every memory's view is counted exactly, in rank
+    order: what pack's choices must be, whether or not it counts them (it may skip a count while
+    the views' bytes fit the budget)."""
+    used = count_tokens(render.to_text(render.envelope([], 0))) + 1
+    taken: list[uuid.UUID] = []
+    for c in cands:
+        if len(taken) >= limit or max_tokens - used < MIN_MEMORY_TOKENS:
+            break
+        view = render.memory_view(c.memory, render.handle_of(c.memory.id), score=c.score)
+        cost = count_tokens(render.to_text(view)) + 1
+        if used + cost <= max_tokens:
+            taken.append(c.memory.id)
+            used += cost
+    return taken
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ms=st.lists(memories(), max_size=25, unique_by=lambda m: m.id),
+    max_tokens=st.integers(20, 1500),
+    limit=st.integers(1, 30),
+)
+def test_pack_takes_what_exact_counts_take_whatever_it_leaves_uncounted(ms, max_tokens, limit):
+    cands = candidates(ms)
+    packed = pack(cands, limit=limit, max_tokens=max_tokens)
+    chosen = [c.memory.id for c in packed.chosen]
+    expected = _greedy_by_exact_counts(cands, limit, max_tokens)
+    # pack may then drop the last memories taken if the whole is over by a merge or two.
+    assert chosen == expected[: len(chosen)]
+    assert len(expected) - len(chosen) <= 2
 
 
 @settings(max_examples=60, deadline=None)
