@@ -33,7 +33,7 @@ import time
 from dataclasses import replace
 
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.providers.embedding import embed_texts_now
 from memlane.pipeline.recall import (
     adjust,
     assemble,
@@ -259,13 +259,11 @@ def _embed_question_now(ctx: RecallContext):
         return None  # (retrieval reports the unknown arm)
     if not wanted or any(stage_llm(ctx, name)[0] is not None for name in ("synthesis", "hyde")):
         return None
-    return asyncio.ensure_future(
-        embed_texts(
-            ctx.embedder,
-            [ctx.request.query],
-            ctx.config.embedding.embed_timeout_s,
-            encode=lambda texts: retrieve.embed(ctx.embedder, texts, None),
-        )
+    return embed_texts_now(
+        ctx.embedder,
+        [ctx.request.query],
+        ctx.config.embedding.embed_timeout_s,
+        encode=lambda texts: retrieve.embed(ctx.embedder, texts, None),
     )
 
 

@@ -125,9 +125,13 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
                             tasks[(i, name)] = asyncio.ensure_future(
                                 ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
                             )
-            for (i, name), (ids, _, found_terms) in zip(
-                tasks, await asyncio.gather(*tasks.values()), strict=True
-            ):
+            # Usually all done by now: their results are read without a gather (which would let
+            # every other ready step run before the union's statement is sent).
+            if all(t.done() for t in tasks.values()):
+                results = [t.result() for t in tasks.values()]
+            else:
+                results = await asyncio.gather(*tasks.values())
+            for (i, name), (ids, _, found_terms) in zip(tasks, results, strict=True):
                 preselected[i][name] = ids
                 if found_terms is not None:
                     terms[i] = found_terms
@@ -178,15 +182,19 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
         terms=terms[0],
         prepared=prepared,
     )
+    # The per-text statements are sent first: the question's is the longest on the recall's path
+    # (a gather's arguments are evaluated first, so a gather inside it would start before them).
+    searches = [asyncio.ensure_future(job) for _, job in jobs]
     try:
         *found, started = await asyncio.gather(
-            *(job for _, job in jobs),
+            *searches,
             asyncio.gather(
                 *(_score_early(ctx, query, starts[n], known, out.embedding, terms[0]) for n in names)
             ),
         )
     finally:
         _cancel(starts.values())
+        _cancel(searches)
     for (suffix, _), hits in zip(jobs, found, strict=True):
         out.add(suffix, hits)
     by_store = set(out.memories)  # what the store arms returned (the early arms' own hits come next)

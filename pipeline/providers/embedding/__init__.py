@@ -152,15 +152,37 @@ async def embed_texts(
         raise
     except Exception as e:
         raise EmbeddingFailed(f"the embedding model could not be loaded ({type(e).__name__}: {e})") from e
-    budget = timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
-    # Handed to the thread here, not by a task of its own (as ``asyncio.to_thread`` under
+    return await _answer(_hand_over(embedder, texts, encode), _budget(embedder, texts, timeout_s))
+
+
+def embed_texts_now(
+    embedder: Embedder, texts: list[str], timeout_s: float, encode: Callable[[list[str]], list] | None = None
+) -> asyncio.Future:
+    """``embed_texts`` as a future, its work handed to the thread before this returns when the model
+    is loaded (a task's first step would wait for every step the loop already has queued)."""
+    if not texts or not getattr(embedder, "loaded", False):
+        return asyncio.ensure_future(embed_texts(embedder, texts, timeout_s, encode))
+    job = _hand_over(embedder, texts, encode)
+    return asyncio.ensure_future(_answer(job, _budget(embedder, texts, timeout_s)))
+
+
+def _budget(embedder: Embedder, texts: list[str], timeout_s: float) -> float:
+    return timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
+
+
+def _hand_over(embedder: Embedder, texts: list[str], encode) -> asyncio.Future:
+    # To the executor at once, not by a task of its own (as ``asyncio.to_thread`` under
     # ``wait_for`` does): such a task starts only after every step the loop already has queued, and
     # recall queues its keyword and entity reads just before its embedding.
-    job = asyncio.get_running_loop().run_in_executor(
+    return asyncio.get_running_loop().run_in_executor(
         None, functools.partial(contextvars.copy_context().run, encode or embedder.embed_batch, texts)
     )
+
+
+async def _answer(job: asyncio.Future, budget: float) -> list[list[float]]:
     try:
-        return await asyncio.wait_for(job, budget)
+        async with asyncio.timeout(budget):
+            return await job
     except TimeoutError:
         log.error("the embedding model did not answer within %.3g s", budget)
         raise EmbeddingFailed(
