@@ -92,11 +92,11 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             }
         try:
             try:
-                early = getattr(ctx, "question_embedding", None)
-                if early is not None and to_embed == [ctx.request.query]:
+                question = getattr(ctx, "question_embedding", None)
+                if question is not None and to_embed == [ctx.request.query]:
                     # Started with the recall (pipeline.py); shielded: recalls across projects
                     # share it, and one cancelled must not cancel it for the others.
-                    vectors = await asyncio.shield(early)
+                    vectors = await asyncio.shield(question)
                 else:
                     vectors = await embed_texts(
                         ctx.embedder,

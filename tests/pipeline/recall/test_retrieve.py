@@ -6,6 +6,7 @@ from uuid import UUID
 
 import pytest
 
+from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
 
@@ -186,3 +187,32 @@ async def test_a_failed_question_embedding_still_answers_from_the_keyword_arm(en
     assert [m.content for m, _ in result.memories] == ["The billing service stores invoices in PostgreSQL"]
     retrieval = next(st for st in result.trace.stages if st.stage == "retrieval")
     assert retrieval.status.startswith("degraded: ") and "model crashed" in retrieval.status
+
+
+async def test_retrieval_embedding_its_texts_itself_still_degrades_to_the_keyword_arm(engine, monkeypatch):
+    """Without an embedding started with the recall (an LLM may add texts, or retrieval is called
+    alone), a failed embedding still leaves the keyword arm to answer."""
+    await engine.remember({"content": "The billing service stores invoices in PostgreSQL"})
+
+    def broken(texts):
+        raise RuntimeError("model crashed")
+
+    monkeypatch.setattr(engine.embedder, "embed_queries", broken)
+    req = engine.recall_request("where are invoices stored?")
+    c = SimpleNamespace(
+        config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+    )
+    step = await retrieve(c, Query(text=req.query))
+    assert step.status.startswith("degraded: ") and "model crashed" in step.status
+    assert step.value.lists["keyword"][0][0].content == "The billing service stores invoices in PostgreSQL"
+
+
+async def test_a_failed_embedding_fails_a_recall_whose_arms_all_need_it(engine, monkeypatch):
+    await engine.remember({"content": "The billing service stores invoices in PostgreSQL"})
+
+    def broken(texts):
+        raise RuntimeError("model crashed")
+
+    monkeypatch.setattr(engine.embedder, "embed_queries", broken)
+    with pytest.raises(EmbeddingFailed, match="model crashed"):
+        await engine.recall(engine.recall_request("where are invoices stored?"), arms=("vector",))
