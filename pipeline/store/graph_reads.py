@@ -10,7 +10,6 @@ from typing import Literal
 from uuid import UUID
 
 from memlane.pipeline.store.connection import read_again_once
-from memlane.pipeline.store.uuid_array import UuidArray
 
 EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
 
@@ -98,8 +97,7 @@ class GraphReadQueries:
         parts, params = [], {"project": project, "n": per_node, "cap": count_up_to}
         for i, read in enumerate(reads):
             if read.ids:
-                ids = list(read.ids) if read.what == "members" else UuidArray(read.ids)  # (entities: bigint)
-                params[f"ids{i}"], params[f"kinds{i}"] = ids, list(read.kinds)
+                params[f"ids{i}"], params[f"kinds{i}"] = list(read.ids), list(read.kinds)
                 parts.append(_READ_SQL[read.what].format(i=i))
         if not parts:
             return out

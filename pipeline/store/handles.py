@@ -14,7 +14,6 @@ from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.store.connection import read_again_once
-from memlane.pipeline.store.uuid_array import UuidArray
 from memlane.pipeline.validate import parse_id_prefix
 
 MIN_HANDLE_HEX = 8
@@ -61,7 +60,7 @@ class HandleQueries:
             " FROM unnest(%b::uuid[]) AS x(id)"
         )
         async with self._connection() as conn:
-            cur = await conn.execute(sql, (UuidArray(ids),), binary=True)
+            cur = await conn.execute(sql, (list(ids),), binary=True)
             rows = await cur.fetchall()
         out = {}
         for mid, prev, nxt in rows:

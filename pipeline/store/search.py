@@ -22,7 +22,6 @@ from memlane.pipeline.store.rows import (
     row_to_memory,
     values_to_memory,
 )
-from memlane.pipeline.store.uuid_array import UuidArray
 from memlane.pipeline.store.vectors import project_is
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
@@ -316,7 +315,7 @@ class SearchQueries:
         for name in selecting:
             spec = usable[name]
             if name in preselected:
-                params[f"{name}_ids"] = UuidArray(preselected[name])
+                params[f"{name}_ids"] = preselected[name]
                 ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)b::uuid[]) AS id)")
             else:
                 ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
