@@ -19,6 +19,7 @@ from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import render
+from memlane.pipeline.recall.stage import cancel_all
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.tokens import count_tokens
 
@@ -55,10 +56,7 @@ class HandlesReadAhead:
         return {i: known[i] for i in ids}
 
     def cancel(self) -> None:
-        if self._ahead is not None:
-            self._ahead.cancel()
-            if self._ahead.done() and not self._ahead.cancelled():
-                self._ahead.exception()  # (raised to the caller that awaited it, if any)
+        cancel_all([self._ahead])
 
 
 # Shares of max_tokens kept for the recall extras when asked for (include_context, include_entities):

@@ -48,7 +48,7 @@ from memlane.pipeline.recall import (
 from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import RecallContext
-from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
+from memlane.pipeline.recall.stage import Step, cancel_all, run_stage, stage_llm
 from memlane.pipeline.records import (
     Query,
     RecallResult,
@@ -243,10 +243,7 @@ async def recall(ctx: RecallContext) -> RecallResult:
         return await _stages(ctx)
     finally:
         ctx.trace.wall_ms = (time.monotonic() - started) * 1000
-        if ctx.question_embedding is not None:
-            ctx.question_embedding.cancel()
-            if ctx.question_embedding.done() and not ctx.question_embedding.cancelled():
-                ctx.question_embedding.exception()  # (retrieval reported it, or the recall failed first)
+        cancel_all([ctx.question_embedding])
 
 
 def _embed_question_now(ctx: RecallContext):
@@ -299,11 +296,7 @@ async def _stages(ctx: RecallContext) -> RecallResult:
             await asyncio.sleep(0)
         return await _rank_and_pack(ctx, found)
     finally:
-        for read in (ctx.access_read, ctx.centroids_read and ctx.centroids_read[1]):
-            if read:
-                read.cancel()
-                if read.done() and not read.cancelled():
-                    read.exception()  # (stage 8 reported it, if it ran)
+        cancel_all([ctx.access_read, ctx.centroids_read and ctx.centroids_read[1]])
 
 
 BEFORE_THRESHOLD_KEPT = 50

@@ -30,7 +30,7 @@ from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.recall.arms import REGISTRY, resolve
 from memlane.pipeline.recall.candidates import Retrieved, admitted, ranked_memories, score_ids
 from memlane.pipeline.recall.fuse import score_fusion
-from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.recall.stage import Step, cancel_all
 from memlane.pipeline.records import Query
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,7 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
     try:
         return await _retrieve(ctx, query, active, prepared)
     finally:
-        for f in prepared.values():
-            f.cancel()
-            if f.done() and not f.cancelled():
-                f.exception()  # (an arm that ran reported it; one that did not, e.g. no embedding, needs none)
+        cancel_all(prepared.values())
 
 
 async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Future]) -> Step[Retrieved]:
@@ -136,7 +133,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
                 if found_terms is not None:
                     terms[i] = found_terms
         except BaseException:
-            _cancel(starts.values())
+            cancel_all(starts.values())
             raise
         finally:
             for t in tasks.values():
@@ -193,8 +190,8 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             ),
         )
     finally:
-        _cancel(starts.values())
-        _cancel(searches)
+        cancel_all(starts.values())
+        cancel_all(searches)
     for (suffix, _), hits in zip(jobs, found, strict=True):
         out.add(suffix, hits)
     by_store = set(out.memories)  # what the store arms returned (the early arms' own hits come next)
@@ -235,13 +232,6 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             out, status=f"degraded: {degraded}; answered by {', '.join(store_arms)} only", detail=detail
         )
     return Step(out, detail=detail)
-
-
-def _cancel(futures) -> None:
-    for f in futures:
-        f.cancel()
-        if f.done() and not f.cancelled():
-            f.exception()  # (raised where it was awaited, or not needed: the recall failed first)
 
 
 async def _start_early(arm, ctx, query: Query, tasks: dict, prepared: dict[str, asyncio.Future]):

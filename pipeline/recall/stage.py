@@ -86,6 +86,18 @@ async def run_stage(
     return out
 
 
+def cancel_all(futures) -> None:
+    """Cancel work a recall started and no longer needs; of any that had already finished, collect
+    the exception (raised where it was awaited, or not needed: the recall ended first), so none is
+    reported as never retrieved."""
+    for f in futures:
+        if f is None:
+            continue
+        f.cancel()
+        if f.done() and not f.cancelled():
+            f.exception()
+
+
 def stage_llm(ctx, stage: str):
     """(the stage's LLM or None, why not): no provider, the stage switched off, or no sampling."""
     if ctx.llm is None:
