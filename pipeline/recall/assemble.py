@@ -40,15 +40,19 @@ HandleLookup = Callable[[list[UUID]], Awaitable[dict[UUID, str]]]
 class HandlesReadAhead:
     """A ``HandleLookup`` that has already started reading the handles of the memories likely to be
     taken (recall starts it after the relevance threshold, so the read runs beside stage 8); ids
-    outside those are read when asked for."""
+    outside those are read when asked for. ``unique8``: ids whose 8-digit handle is known to be
+    unique (retrieval read that with their rows): theirs is never read."""
 
-    def __init__(self, read: HandleLookup, likely: list[UUID]) -> None:
-        self._read = read
+    def __init__(
+        self, read: HandleLookup, likely: list[UUID], unique8: set | frozenset = frozenset()
+    ) -> None:
+        self._read, self._unique8 = read, unique8
+        likely = [i for i in likely if i not in unique8]
         self._ahead = asyncio.ensure_future(read(likely)) if likely else None
 
     async def __call__(self, ids: list[UUID]) -> dict[UUID, str]:
-        known: dict[UUID, str] = {}
-        if self._ahead is not None:
+        known: dict[UUID, str] = {i: render.handle_of(i) for i in ids if i in self._unique8}
+        if self._ahead is not None and len(known) < len(ids):
             known.update(await asyncio.shield(self._ahead))
         missing = [i for i in ids if i not in known]
         if missing:

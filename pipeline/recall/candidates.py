@@ -31,6 +31,10 @@ class Retrieved:
     details: dict[str, dict] = field(default_factory=dict)  # per Python arm: what it did (the trace)
     terms: Any = None  # the question's QueryTerms (store/search.py), when the keyword arm read them
     prepared: dict[str, asyncio.Future] = field(default_factory=dict)  # Python arm -> its early reads
+    # Read with the store arms' rows (``Hit``): the memories whose 8-digit handle is unique, and the
+    # version of each (project, category) seen; stages 8 and 9 read the rest themselves.
+    handle8_unique: set = field(default_factory=set)
+    category_versions: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, suffix: str, hits) -> None:
         for arm in self.arms:
@@ -46,6 +50,15 @@ class Retrieved:
             for arm in self.arms:
                 if arm in h.scores:
                     best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+        self.note_reads(hits)
+
+    def note_reads(self, hits) -> None:
+        """What ``hits`` say of their handles and categories (see ``handle8_unique``)."""
+        for h in hits:
+            if h.handle8_unique:
+                self.handle8_unique.add(h.memory.id)
+            if h.category_version is not None:
+                self.category_versions[(h.memory.project, h.memory.category)] = h.category_version
 
     def add_exact(self, memory: Memory, scores: dict[str, float]) -> None:
         """Exact scores a Python arm computed for a memory on other arms; a score already there
@@ -66,6 +79,7 @@ class Retrieved:
             for arm in self.arms:
                 if arm in h.scores:
                     best[arm] = max(best.get(arm, float("-inf")), h.scores[arm])
+        self.note_reads(hits)
 
     def add_list(self, arm: str, ranked: list[tuple[Memory, float]]) -> None:
         """A Python arm's ranked list: it scores only its own hits."""

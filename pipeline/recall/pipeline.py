@@ -160,6 +160,8 @@ async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
             merged.lists.setdefault(name, []).extend(hits)
         merged.scores.update(f.scores)
         merged.memories.update(f.memories)
+        merged.handle8_unique |= f.handle8_unique
+        merged.category_versions.update(f.category_versions)
     for hits in merged.lists.values():
         hits.sort(key=lambda h: (-h[1], *stable_key(h[0])))
     return merged
@@ -287,7 +289,9 @@ async def _stages(ctx: RecallContext) -> RecallResult:
             ctx.centroids_read = (
                 frozenset(pairs),
                 asyncio.ensure_future(
-                    ctx.store.category_centroids(pairs, max_age_s=cfg.adjust.category_cache_s)
+                    ctx.store.category_centroids(
+                        pairs, max_age_s=cfg.adjust.category_cache_s, versions=found.category_versions
+                    )
                 ),
             )
     try:
@@ -319,7 +323,7 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
         # The handles of the memories stage 9 will likely take (stage 8 reorders a little) are read
         # while stage 8 runs.
         ctx.handles = assemble.HandlesReadAhead(
-            ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]]
+            ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]], found.handle8_unique
         )
     try:
         if ctx.handles is not None:

@@ -17,6 +17,14 @@ from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.validate import parse_id_prefix
 
 MIN_HANDLE_HEX = 8
+# Whether no other memory's id starts with the same 8 hex digits as ``m.id``: its handle is then
+# those 8 digits (``handles`` gives exactly that), so recall reads this beside each candidate's row
+# (one probe of the key's index) and needs no handles statement of its own for such a memory.
+HANDLE8_UNIQUE = (
+    "NOT EXISTS (SELECT 1 FROM memories o WHERE o.id"
+    " BETWEEN (left(m.id::text, 8) || '-0000-0000-0000-000000000000')::uuid"
+    " AND (left(m.id::text, 8) || '-ffff-ffff-ffff-ffffffffffff')::uuid AND o.id <> m.id)"
+)
 # An ambiguous prefix lists this many candidates (the message must stay short).
 MAX_LISTED = 5
 

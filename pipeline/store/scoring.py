@@ -43,7 +43,11 @@ class ScoringQueries:
 
     @read_again_once
     async def category_centroids(
-        self, pairs: list[tuple[str, str]], *, max_age_s: float = 0.0
+        self,
+        pairs: list[tuple[str, str]],
+        *,
+        max_age_s: float = 0.0,
+        versions: dict[tuple[str, str], str] | None = None,
     ) -> dict[tuple[str, str], np.ndarray]:
         """The mean embedding (pgvector ``avg``) of each (project, category), over at most
         ``CENTROID_SAMPLE`` of its memories, normalised to unit length; pairs without an embedded
@@ -57,14 +61,22 @@ class ScoringQueries:
         cached. A miss also starts, in the background, the read of the project's other categories
         (for a project of at most ``PROJECT_CATEGORIES``): the next recalls in that project, which
         ask for other categories of it, find them cached. A recall's dozen categories were most of
-        stage 8's time; a whole project's take several times that, which no recall waits for."""
+        stage 8's time; a whole project's take several times that, which no recall waits for.
+
+        ``versions``: categories' versions (``CATEGORY_VERSION``) read by a statement of the caller
+        (recall's rows carry theirs); a fresh cached centroid of the version given is taken without
+        a statement, which is then sent only for the others, if any."""
         cache = self._centroid_cache()
         now = time.monotonic()
         wanted = list(dict.fromkeys(pairs))
         have = {}
         if max_age_s > 0:
             have = {pair: cache[pair] for pair in wanted if _fresh(cache.get(pair), now, max_age_s)}
-        found = await self._read_centroids(wanted, now, have)
+        versions = versions or {}
+        found = {pair: hit[2] for pair, hit in have.items() if versions.get(pair) == hit[1]}
+        rest = [pair for pair in wanted if pair not in found]
+        if rest:
+            found.update(await self._read_centroids(rest, now, have))
         if max_age_s > 0:
             for project in sorted({pair[0] for pair in wanted if pair not in have}):
                 self._fill_centroids(project, max_age_s)
@@ -143,17 +155,24 @@ class ScoringQueries:
             task.cancel()
 
 
-# Each pair's version (its category_summaries row: member count, pending changes, last refresh)
-# and, unless the caller's cached centroid has that version, the mean of its first memories. One
-# statement, so the version and the mean come from one snapshot.
+# A category's version: its category_summaries row (member count, pending changes, last refresh),
+# '' without one. Recall's rows carry their category's (``store/search.py``): a cached centroid of
+# that version needs no statement.
+CATEGORY_VERSION = (
+    "coalesce((SELECT concat_ws(':', s.memory_count, s.pending, s.updated_at)"
+    " FROM category_summaries s WHERE s.project = {project} AND s.category = {category}), '')"
+)
+# Each pair's version and, unless the caller's cached centroid has that version, the mean of its
+# first memories. One statement, so the version and the mean come from one snapshot.
 _CENTROIDS_SQL = (
     "SELECT w.project, w.category, v.version, w.have IS DISTINCT FROM v.version,"
     " CASE WHEN w.have IS DISTINCT FROM v.version THEN (SELECT avg(s.embedding) FROM"
     "  (SELECT m.embedding FROM memories m WHERE m.project = w.project AND m.category = w.category"
     "   AND m.embedding IS NOT NULL LIMIT %(n)s) s) END"
     " FROM unnest(%(p)s::text[], %(c)s::text[], %(have)s::text[]) AS w(project, category, have)"
-    " CROSS JOIN LATERAL (SELECT coalesce((SELECT concat_ws(':', s.memory_count, s.pending, s.updated_at)"
-    "  FROM category_summaries s WHERE s.project = w.project AND s.category = w.category), '') AS version) v"
+    " CROSS JOIN LATERAL (SELECT "
+    + CATEGORY_VERSION.format(project="w.project", category="w.category")
+    + " AS version) v"
 )
 
 

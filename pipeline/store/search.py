@@ -14,6 +14,7 @@ from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.handles import HANDLE8_UNIQUE
 from memlane.pipeline.store.rows import (
     ACCESS_COLUMNS,
     ACCESS_JOIN,
@@ -22,7 +23,16 @@ from memlane.pipeline.store.rows import (
     row_to_memory,
     values_to_memory,
 )
+from memlane.pipeline.store.scoring import CATEGORY_VERSION
 from memlane.pipeline.store.vectors import project_is
+
+# What recall's stages 8 and 9 need of each candidate beside its row (see ``Hit``); the version is
+# NULL for a memory without a category.
+HANDLE_AND_VERSION = (
+    f"{HANDLE8_UNIQUE} AS handle8_unique, CASE WHEN m.category IS NOT NULL THEN "
+    + CATEGORY_VERSION.format(project="m.project", category="m.category")
+    + " END AS category_version"
+)
 
 # The query as BM25 needs it: its distinct lexemes with their idf in the project, the project's
 # average memory length, and the tsquery that selects candidates.
@@ -170,11 +180,15 @@ SQL_ARMS: dict[str, SqlArm] = {
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A retrieved memory, its score on every arm (cosine similarity, BM25) and the arms whose top k
-    it was in."""
+    it was in; ``search`` also reads whether its 8-digit handle is unique (``HANDLE8_UNIQUE``) and
+    its category's version (``CATEGORY_VERSION``), so recall's stages 8 and 9 usually need no
+    statement of their own."""
 
     memory: Memory
     scores: dict[str, float]
     found_by: tuple[str, ...]
+    handle8_unique: bool | None = None
+    category_version: str | None = None
 
 
 def _raise_if_mismatch(e: psycopg.errors.DataException) -> None:
@@ -324,7 +338,7 @@ class SearchQueries:
         flags = ", ".join(f"m.id IN (SELECT id FROM {usable[n].cte}) AS in_{n}" for n in selecting)
         union = " UNION ".join(f"SELECT id FROM {usable[n].cte}" for n in selecting)
         sql = (
-            f"WITH {', '.join(ctes)} SELECT {cols}, {ACCESS_COLUMNS}, {scores}, {flags}"
+            f"WITH {', '.join(ctes)} SELECT {cols}, {ACCESS_COLUMNS}, {HANDLE_AND_VERSION}, {scores}, {flags}"
             f" FROM ({union}) AS ids JOIN memories m ON m.id = ids.id {ACCESS_JOIN} CROSS JOIN qidf"
         )
         async with self._connection() as conn:
@@ -334,15 +348,17 @@ class SearchQueries:
                 _raise_if_mismatch(e)
                 raise
             rows = await cur.fetchall()
-        # Tuple rows: the memory's columns, its access statistics, a score per usable arm, a flag
-        # per selecting arm.
+        # Tuple rows: the memory's columns, its access statistics, its handle's and category's
+        # reads, a score per usable arm, a flag per selecting arm.
         w = MEMORY_WIDTH
         names, n_scores = list(usable), len(usable)
         return [
             Hit(
                 memory=values_to_memory(r, r[w : w + 2]),
-                scores=dict(zip(names, map(float, r[w + 2 : w + 2 + n_scores]), strict=True)),
-                found_by=tuple(n for n, flag in zip(selecting, r[w + 2 + n_scores :], strict=True) if flag),
+                scores=dict(zip(names, map(float, r[w + 4 : w + 4 + n_scores]), strict=True)),
+                found_by=tuple(n for n, flag in zip(selecting, r[w + 4 + n_scores :], strict=True) if flag),
+                handle8_unique=r[w + 2],
+                category_version=r[w + 3],
             )
             for r in rows
         ]

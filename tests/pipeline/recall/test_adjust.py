@@ -381,6 +381,48 @@ async def test_the_offline_category_match_is_read_once_before_stage_5(make_engin
     assert alone == early and max(early.values()) > 1.0
 
 
+async def test_a_recall_takes_cached_centroids_by_the_versions_its_rows_carry(make_engine, monkeypatch):
+    """Retrieval reads each candidate's category version with its row: a recall whose categories
+    are cached at those versions sends no centroid statement, and a write to one category makes
+    the next recall read that category again, and only it, with the boost a cold cache gives."""
+    from memlane.pipeline.store import scoring
+
+    eng = await make_engine()
+    await eng.remember_many(
+        [
+            {"content": text, "project": "p", "category": category}
+            for text, category in [
+                ("The primary database runs PostgreSQL 16 on two hosts", "infrastructure"),
+                ("Database backups are streamed to object storage", "infrastructure"),
+                ("Grandma's lasagna needs three layers", "recipes"),
+                ("Bake the bread at 220 degrees", "recipes"),
+            ]
+        ]
+    )
+    reads: list[list[tuple[str, str]]] = []
+    real = scoring.ScoringQueries._read_centroids
+
+    async def counted(self, pairs, now, have=None):
+        reads.append(sorted(pairs))
+        return await real(self, pairs, now, have)
+
+    monkeypatch.setattr(scoring.ScoringQueries, "_read_centroids", counted)
+    question = "how are the database backups stored?"
+    await _ranked(eng, question, project="p")
+    await asyncio.gather(*eng.store.__dict__.get("_filling", {}).values())
+    reads.clear()
+    warm = {c.memory.id: c.adjustments["category"] for c in await _ranked(eng, question, project="p")}
+    assert reads == [] and max(warm.values()) > 1.0
+    await eng.remember(
+        {"content": "Restores are tested every quarter", "project": "p", "category": "recipes"}
+    )
+    after = {c.memory.id: c.adjustments["category"] for c in await _ranked(eng, question, project="p")}
+    assert reads == [[("p", "recipes")]]
+    eng.store.__dict__.pop("_centroids")
+    cold = {c.memory.id: c.adjustments["category"] for c in await _ranked(eng, question, project="p")}
+    assert cold == after
+
+
 async def test_category_match_asks_the_llm_when_one_is_configured_and_falls_back_offline(make_engine):
     llm = ScriptedLLM().enqueue("category_match", '{"alpha": 0.0, "beta": 1.0}', failing("HTTP 503"))
     eng = await make_engine(llm=llm)

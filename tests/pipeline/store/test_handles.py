@@ -120,9 +120,10 @@ async def test_a_longer_handle_is_shown_and_counted_in_the_budget(connect):
         assert count_tokens(render.to_text(data)) == data["tokens_used"]
 
 
-async def test_recall_reads_the_likely_results_handles_once_while_stage_8_runs(engine, monkeypatch):
-    """The handles of the best candidates after the relevance threshold are read ahead, in one
-    statement; stage 9 takes them from there (a memory outside them is read when taken)."""
+async def test_recall_reads_handles_only_where_8_digits_are_not_unique(engine, monkeypatch):
+    """Retrieval reads with each candidate's row whether another id starts with its 8 hex digits.
+    The handles of the best candidates after the relevance threshold that do share them are read
+    ahead, in one statement, while stage 8 runs; the others' handles are their 8 digits, unread."""
     await seed(engine)
     reads: list[list[uuid.UUID]] = []
     real = engine.store.handles
@@ -133,16 +134,40 @@ async def test_recall_reads_the_likely_results_handles_once_while_stage_8_runs(e
 
     monkeypatch.setattr(engine.store, "handles", counted)
     res = await engine.recall(engine.recall_request("where are invoices stored?", limit=2), touch=False)
-    assert len(reads) == 1 and len(reads[0]) <= 4  # 2 x limit, at most
+    assert len(reads) == 1 and set(reads[0]) <= {TWIN_A, TWIN_B}
     assert {m.id for m, _ in res.memories} <= set(reads[0])
     shown = {m["id"] for m in res.rendered["memories"]}
     assert str(TWIN_A) in shown  # the twins' handles are whole ids, as read from the store
+    reads.clear()
+    res = await engine.recall(
+        engine.recall_request("when do deploys to production happen?", limit=1), touch=False
+    )
+    assert [m.id for m, _ in res.memories] == [LONER] and reads == []
+    assert [m["id"] for m in res.rendered["memories"]] == [render.handle_of(LONER, 8)]
 
     from memlane.pipeline.recall.assemble import HandlesReadAhead
 
     ahead = HandlesReadAhead(counted, [TWIN_A])
-    reads.clear()
     found = await ahead([TWIN_A, LONER])
     assert found == {TWIN_A: render.handle_of(TWIN_A, 32), LONER: render.handle_of(LONER, 8)}
     assert reads == [[TWIN_A], [LONER]]  # ahead, then only the one it had not read
     ahead.cancel()
+    reads.clear()
+    ahead = HandlesReadAhead(counted, [TWIN_A, LONER], {LONER})
+    assert await ahead([LONER, TWIN_A]) == found
+    assert reads == [[TWIN_A]]  # a handle known unique is never read
+    ahead.cancel()
+
+
+async def test_search_reads_which_8_digit_handles_are_unique(engine):
+    await seed(engine)
+    ids = [TWIN_A, TWIN_B, LONER]
+    hits = await engine.store.search(
+        project="default",
+        query="invoices",
+        embedding=None,
+        k=3,
+        arms=("keyword",),
+        preselected={"keyword": ids},
+    )
+    assert {h.memory.id: h.handle8_unique for h in hits} == {TWIN_A: False, TWIN_B: False, LONER: True}
