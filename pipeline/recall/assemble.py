@@ -50,6 +50,11 @@ class HandlesReadAhead:
         likely = [i for i in likely if i not in unique8]
         self._ahead = asyncio.ensure_future(read(likely)) if likely else None
 
+    @property
+    def reading(self) -> bool:
+        """Whether a read was started (none when every likely handle is known unique)."""
+        return self._ahead is not None
+
     async def __call__(self, ids: list[UUID]) -> dict[UUID, str]:
         known: dict[UUID, str] = {i: render.handle_of(i) for i in ids if i in self._unique8}
         if self._ahead is not None and len(known) < len(ids):

@@ -321,12 +321,12 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
     candidates = await run_stage(ctx, "threshold", _threshold, candidates, detail=floor)
     if not req.explain:  # (an explained result shows whole ids)
         # The handles of the memories stage 9 will likely take (stage 8 reorders a little) are read
-        # while stage 8 runs.
+        # while stage 8 runs, but for those retrieval found unique in 8 digits (usually all).
         ctx.handles = assemble.HandlesReadAhead(
             ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]], found.handle8_unique
         )
     try:
-        if ctx.handles is not None:
+        if ctx.handles is not None and ctx.handles.reading:
             await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
         candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
         packed = await run_stage(
