@@ -4,7 +4,7 @@
 recovery (connection.py), the embedding model (model.py), the writes (writes.py), and the reads:
 whole memories (reads.py), recall's arms (search.py), handles, browsing, topics, scoring, the
 graph (graph.py writes it, graph_reads.py reads it), the vector indexes, and ``memlane
-maintain``'s queries (upkeep.py)."""
+maintain``'s queries (upkeep.py), and the HTTP rate limit's buckets (limits.py)."""
 
 from memlane.pipeline.store.browse import BrowseQueries
 from memlane.pipeline.store.connection import Connection
@@ -12,6 +12,7 @@ from memlane.pipeline.store.entity_browse import EntityBrowseQueries
 from memlane.pipeline.store.graph import GraphQueries
 from memlane.pipeline.store.graph_reads import GraphReadQueries
 from memlane.pipeline.store.handles import HandleQueries
+from memlane.pipeline.store.limits import RateBuckets
 from memlane.pipeline.store.model import ModelSettings
 from memlane.pipeline.store.reads import Reads
 from memlane.pipeline.store.replicas import WriteMarks
@@ -42,6 +43,7 @@ class Store(
     GraphReadQueries,
     VectorIndexQueries,
     WriteMarks,
+    RateBuckets,
 ):
     """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
     read whose connection is lost mid-call runs again once the database is back (its part marks it

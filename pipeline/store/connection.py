@@ -192,6 +192,11 @@ class Connection:
         if self._closing:  # pools replaced after an outage, still closing in the background
             await asyncio.gather(*self._closing, return_exceptions=True)
 
+    @property
+    def serving(self) -> bool:
+        """Open, and not known to be down: a call now would not wait for a recovery first."""
+        return self.pool is not None and not self._down
+
     def _pool(self) -> AsyncConnectionPool:
         if self.pool is None:
             raise StoreError("the store is not open")

@@ -11,7 +11,8 @@
   loopback with no token configured keeps working without one (as the local user, every
   project); the moment a token exists, every request needs one. A server bound elsewhere never
   lets a request through without a token.
-- ``RateLimit``: a token bucket per token principal (in-process), 429 with ``Retry-After``.
+- ``RateLimit``: a token bucket per token principal, in the database once the store is open (every
+  server on it shares one per token), 429 with ``Retry-After``.
 - ``transport_security``: the SDK's Host/Origin checks (DNS rebinding) on both transports, for
   every bind address, not only the loopback.
 """
@@ -24,11 +25,13 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import psycopg
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url
@@ -43,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memlane.pipeline.access import ALL, LOCAL, Principal
 from memlane.pipeline.config import data_dir_of
+from memlane.pipeline.errors import MemlaneError
 from memlane.server.auth.token_store import TokenStore, env_records
 from memlane.server.settings import Settings
 
@@ -122,16 +126,40 @@ class _Bucket:
 
 @dataclass
 class RateLimiter:
-    """A token bucket per principal: ``burst`` requests at once, refilled at ``per_minute``."""
+    """A token bucket per principal: ``burst`` requests at once, refilled at ``per_minute``.
+
+    ``shared`` gives the process's store once it is open (``State``): the buckets are then the
+    database's (``store/limits.py``), one per token for every server on the database, so N servers
+    behind a balancer allow a token the configured rate, not N times it. Before the store is open
+    (start-up answers ``initialize`` at once) and while the database is unreachable, the process's
+    own buckets apply: a request is never held back waiting for the database."""
 
     per_minute: float
     burst: int
     clock: Any = time.monotonic
+    shared: Callable[[], Any] | None = None
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _warned_at: float = -math.inf
+
+    async def acquire(self, key: str) -> float:
+        """0 when the request may go ahead, else the seconds until it could: the database's bucket
+        when there is one to use, else this process's (``take``)."""
+        if self.per_minute <= 0:
+            return 0.0
+        store = self.shared() if self.shared is not None else None
+        if store is not None and store.serving:
+            try:
+                return await store.take_rate_token(key, self.per_minute, self.burst)
+            except (MemlaneError, psycopg.Error) as e:
+                now = self.clock()
+                if now - self._warned_at >= 60:  # once a minute, not once a request
+                    self._warned_at = now
+                    log.warning("rate limit: the database's buckets failed (%s); this process's apply", e)
+        return self.take(key)
 
     def take(self, key: str) -> float:
-        """0 when the request may go ahead, else the seconds until it could."""
+        """This process's bucket: 0 when the request may go ahead, else the seconds until it could."""
         if self.per_minute <= 0:
             return 0.0
         rate = self.per_minute / 60.0
@@ -159,7 +187,7 @@ class RateLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get("user")
         if scope["type"] == "http" and isinstance(user, AuthenticatedUser) and user.access_token.token:
-            wait = self.limiter.take(user.access_token.client_id)
+            wait = await self.limiter.acquire(user.access_token.client_id)
             if wait > 0:
                 seconds = max(1, math.ceil(wait))
                 body = json.dumps(

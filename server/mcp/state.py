@@ -44,11 +44,25 @@ class State:
         self.engine = engine or Engine(settings.engine())
         self.auth = auth
         self._startup: asyncio.Task | None = None
+        if auth is not None:  # the rate limit's buckets are the database's once the store is open
+            auth.limiter.shared = self.opened_store
 
     def start(self) -> None:
         if self._startup is None:
             self._startup = asyncio.get_running_loop().create_task(self.engine.open())
+            self._startup.add_done_callback(self._log_open)
             self.engine.warm_in_background().add_done_callback(_log_warm_failure)
+
+    def _log_open(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is None:  # (a failure: the first call says why)
+            log.info("store open (schema version %d)", self.engine.store.schema_version)
+
+    def opened_store(self):
+        """The engine's store when start-up has opened it, else None (never waits for it)."""
+        task = self._startup
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return self.engine.store
 
     async def ready(self) -> Engine:
         self.start()
@@ -59,6 +73,7 @@ class State:
             # process. Concurrent calls share the new attempt.
             log.info("retrying the start-up that failed earlier")
             task = self._startup = asyncio.get_running_loop().create_task(self.engine.open())
+            task.add_done_callback(self._log_open)
         try:
             await asyncio.shield(task)
         except MemlaneError as e:

@@ -259,6 +259,24 @@ async def test_a_token_over_its_rate_gets_429_with_retry_after_and_others_do_not
         assert r.status_code == 200
 
 
+async def test_servers_on_one_database_share_each_tokens_rate_limit(site):
+    """Two more servers on the site's database, 3 requests at once and then one a minute: a token's
+    requests alternating between them get 3 answers in all, not 3 from each."""
+    token, _ = TokenStore(site.data_dir / "tokens.json").create("balanced", ["acme"])
+    env = server_env(
+        site.data_dir, MEMLANE_AUTH__RATE_LIMIT_BURST="3", MEMLANE_AUTH__RATE_LIMIT_PER_MINUTE="1"
+    )
+    with serve(env) as one, serve(env) as two:
+        for server in (one, two):  # before its store is open, a server limits on its own
+            server.wait_for_log("store open")
+        async with httpx2.AsyncClient(timeout=30) as h:
+            statuses = [
+                (await h.get((one, two)[i % 2].url, headers={"authorization": f"Bearer {token}"})).status_code
+                for i in range(6)
+            ]
+    assert 429 not in statuses[:3] and statuses[3:] == [429, 429, 429], statuses
+
+
 async def test_the_memory_browser_needs_an_all_projects_token(site):
     async with httpx2.AsyncClient(timeout=60) as h:
         ui = f"http://127.0.0.1:{site.http}/ui/"
