@@ -49,31 +49,36 @@ class State:
 
     def start(self) -> None:
         if self._startup is None:
-            self._startup = asyncio.get_running_loop().create_task(self.engine.open())
-            self._startup.add_done_callback(self._log_open)
+            self._startup = self._open()
             self.engine.warm_in_background().add_done_callback(_log_warm_failure)
 
+    def _open(self) -> asyncio.Task:
+        """The start-up's task, which logs when the store is open (a failure: the first call says
+        why)."""
+        task = asyncio.get_running_loop().create_task(self.engine.open())
+        task.add_done_callback(self._log_open)
+        return task
+
     def _log_open(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is None:  # (a failure: the first call says why)
+        if not _failed(task):
             log.info("store open (schema version %d)", self.engine.store.schema_version)
 
     def opened_store(self):
         """The engine's store when start-up has opened it, else None (never waits for it)."""
         task = self._startup
-        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+        if task is None or not task.done() or _failed(task):
             return None
         return self.engine.store
 
     async def ready(self) -> Engine:
         self.start()
         task = self._startup
-        if task.done() and (task.cancelled() or task.exception() is not None):
+        if task.done() and _failed(task):
             # A start-up that failed before this call (the database could not start, was not
             # reachable yet) is tried again rather than its old error repeated for the life of the
             # process. Concurrent calls share the new attempt.
             log.info("retrying the start-up that failed earlier")
-            task = self._startup = asyncio.get_running_loop().create_task(self.engine.open())
-            task.add_done_callback(self._log_open)
+            task = self._startup = self._open()
         try:
             await asyncio.shield(task)
         except MemlaneError as e:
@@ -136,6 +141,11 @@ class State:
             ) from None
         finally:
             replicas.CALLER.reset(caller)
+
+
+def _failed(task: asyncio.Task) -> bool:
+    """A done start-up that did not open the store (cancelled, or raised)."""
+    return task.cancelled() or task.exception() is not None
 
 
 def _log_warm_failure(warming) -> None:

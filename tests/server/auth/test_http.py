@@ -1,6 +1,7 @@
 """The HTTP side of access control, in process: the SDK's token verifier, the rate limiter (and its
 buckets in a real database, shared by two servers), the Host/Origin lists, where the tokens file
-lives, and the refusal to serve beyond the loopback without a token (tests/server/auth/test_auth.py drives the same through real HTTP servers)."""
+lives, and the refusal to serve beyond the loopback without a token (tests/server/auth/test_auth.py
+drives the same through real HTTP servers)."""
 
 from __future__ import annotations
 
