@@ -167,7 +167,8 @@ class Connection:
         # of being planned again at each run: about a fifth less server CPU per recall, with the
         # same results, and faster writes (docs/benchmarks.md). Planner settings never vary
         # between runs of one text: the project is in the text (store/vectors.py), and the write
-        # path's SET LOCALs are the same at every run of the statements they precede.
+        # path's SET LOCALs are the same at every run of the statements they precede. What a
+        # generic plan must not guess is in the text too: the recall arms' LIMIT (store/search.py).
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.commit()
 

@@ -155,13 +155,17 @@ class SqlArm:
     reads_lexemes: bool
 
 
+# LIMIT {k}: the number in the statement's text, not a parameter. A prepared statement's generic plan
+# (store/connection.py) guesses a parameter LIMIT at a tenth of the rows it limits, and for a
+# project of 24,000 memories that guess made the union's join read the whole table (45 ms instead
+# of 2, in one recall out of seven at 100,000 memories).
 # %(emb)b: the question's vector goes in pgvector's binary form, as the write path's do; printed
 # as decimals it cost about 0.6 ms of the event loop per statement, a hundred times the binary.
 SQL_ARMS: dict[str, SqlArm] = {
     "vector": SqlArm(
         cte="vec",
         select="SELECT m.id FROM memories m WHERE {where} AND m.embedding IS NOT NULL"
-        " ORDER BY m.embedding <=> %(emb)b, m.content_hash LIMIT %(k)s",
+        " ORDER BY m.embedding <=> %(emb)b, m.content_hash LIMIT {k}",
         score="1 - (m.embedding <=> %(emb)b)",
         needs_embedding=True,
         reads_lexemes=False,
@@ -169,7 +173,7 @@ SQL_ARMS: dict[str, SqlArm] = {
     "keyword": SqlArm(
         cte="kw",
         select=f"SELECT m.id, {BM25} AS score, m.content_hash AS tie FROM memories m, qidf"
-        " WHERE {where} AND m.tsv @@ qidf.tq ORDER BY score DESC, tie LIMIT %(k)s",
+        " WHERE {where} AND m.tsv @@ qidf.tq ORDER BY score DESC, tie LIMIT {k}",
         score=BM25,
         needs_embedding=False,
         reads_lexemes=True,
@@ -213,7 +217,6 @@ class SearchQueries:
         params: dict[str, Any] = {
             "project": project,
             "q": query,
-            "k": k,
             "common_df": common_df,
             "max_postings": KEYWORD_MAX_POSTINGS if max_postings is None else max_postings,
         }
@@ -260,7 +263,7 @@ class SearchQueries:
         )
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
-        sql = f"{spec.cte} AS ({spec.select.format(where=where)})"
+        sql = f"{spec.cte} AS ({spec.select.format(where=where, k=int(k))})"
         if not spec.reads_lexemes:
             sql = f"WITH {sql} SELECT array_agg(id), NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM {spec.cte}"
         else:
@@ -332,7 +335,7 @@ class SearchQueries:
                 params[f"{name}_ids"] = preselected[name]
                 ctes.append(f"{spec.cte} AS (SELECT unnest(%({name}_ids)b::uuid[]) AS id)")
             else:
-                ctes.append(f"{spec.cte} AS ({spec.select.format(where=where)})")
+                ctes.append(f"{spec.cte} AS ({spec.select.format(where=where, k=int(k))})")
         cols = M_MEMORY_COLUMNS
         scores = ", ".join(f"{spec.score} AS {name}_score" for name, spec in usable.items())
         flags = ", ".join(f"m.id IN (SELECT id FROM {usable[n].cte}) AS in_{n}" for n in selecting)
@@ -383,7 +386,6 @@ class SearchQueries:
         to ``embedding`` and BM25 of ``query``; returns the best ``k`` by cosine + BM25 / best BM25
         in the range, and how many were scanned."""
         where, params = self._where(project, query, k, category, tags, common_df, max_postings=max_postings)
-        params["max_scan"] = max_scan
         clauses = []
         for i, (start, end) in enumerate(ranges):
             parts = []
@@ -406,13 +408,13 @@ class SearchQueries:
             f"WITH {QUERY_CTES},"
             f" inr AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
             f" AND m.occurred_at IS NOT NULL AND ({' OR '.join(clauses)})"
-            f" ORDER BY m.occurred_at DESC LIMIT %(max_scan)s),"
+            f" ORDER BY m.occurred_at DESC LIMIT {int(max_scan)}),"
             f" scored AS (SELECT m.id, {cosine} AS vector_score,"
             f" CASE WHEN m.tsv @@ qidf.tq THEN {BM25} ELSE 0 END AS keyword_score"
             f" FROM inr JOIN memories m ON m.id = inr.id CROSS JOIN qidf),"
             f" top AS (SELECT id, vector_score, keyword_score, count(*) OVER () AS scanned,"
             f" coalesce(vector_score, 0) + coalesce(keyword_score / nullif(max(keyword_score) OVER (), 0), 0)"
-            f" AS arm_score FROM scored ORDER BY arm_score DESC, id LIMIT %(k)s)"
+            f" AS arm_score FROM scored ORDER BY arm_score DESC, id LIMIT {int(k)})"
             f" SELECT {cols}, {ACCESS_COLUMNS}, top.vector_score, top.keyword_score, top.scanned FROM top"
             f" JOIN memories m ON m.id = top.id {ACCESS_JOIN} ORDER BY top.arm_score DESC, m.content_hash"
         )
