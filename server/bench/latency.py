@@ -290,6 +290,76 @@ async def floor_query(ctx: BenchContext, project: str, text: str, k: int) -> tup
     return (t1 - t0) * 1000, (t2 - t1) * 1000
 
 
+class CpuMeter:
+    """CPU time spent by this process (the engine: its event loop and the model's threads) and by
+    the database's processes, when the database runs on this machine. On a 2-core machine a recall
+    whose CPU adds up to more than twice the floor's cannot be within 2x the floor's wall time,
+    whatever it overlaps: this says how much of the gap is work, not waiting."""
+
+    def __init__(self, postmaster) -> None:
+        self._postmaster = postmaster  # psutil.Process, or None: a remote database, not measured
+
+    @classmethod
+    async def open(cls, ctx: BenchContext) -> CpuMeter:
+        """The database's processes are found from a backend of the engine's pool: its parent is the
+        postmaster (embedded, or a server on this machine); elsewhere only this process is
+        measured."""
+        import psutil
+
+        async with ctx.engine.store._connection() as conn:
+            (pid,) = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+        try:
+            backend = psutil.Process(pid)
+            postmaster = backend.parent() if "postgres" in backend.name() else None
+        except psutil.Error:  # no such process here: the database is on another machine
+            postmaster = None
+        return cls(postmaster)
+
+    def read(self) -> tuple[float, float | None]:
+        """(this process's CPU seconds, the database's, or None when not measured)."""
+        import psutil
+
+        own = time.process_time()
+        if self._postmaster is None:
+            return own, None
+        try:
+            procs = [self._postmaster, *self._postmaster.children()]
+        except psutil.Error:
+            return own, None
+        return own, sum(_cpu_seconds(p) for p in procs)
+
+
+def _cpu_seconds(proc) -> float:
+    """A process's CPU time, in nanoseconds where Linux counts them (schedstat), else in the
+    kernel's clock ticks; 0 for a process that has just exited."""
+    import psutil
+
+    try:
+        with open(f"/proc/{proc.pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            return 0.0
+        return t.user + t.system
+
+
+def _cpu_summary(samples: list[tuple[float, float | None]]) -> dict[str, float | None]:
+    """Mean CPU per call, ms: CPU adds up, so the mean (not a percentile) is what a call costs."""
+    if not samples:
+        return {"engine_ms": None, "database_ms": None, "total_ms": None}
+    engine = sum(e for e, _ in samples) / len(samples) * 1000
+    dbs = [d for _, d in samples]
+    database = None if any(d is None for d in dbs) else sum(dbs) / len(dbs) * 1000
+    total = None if database is None else engine + database
+    return {
+        "engine_ms": round(engine, 2),
+        "database_ms": None if database is None else round(database, 2),
+        "total_ms": None if total is None else round(total, 2),
+    }
+
+
 async def measure_recall(
     ctx: BenchContext, queries: list[Query], projects: dict[str, str], show: bool
 ) -> dict:
@@ -301,15 +371,26 @@ async def measure_recall(
     for q in queries[:WARMUP_QUERIES]:
         await timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
         await floor_query(ctx, projects[q.project], q.text, k)
+    meter = await CpuMeter.open(ctx)
+    cpu: dict[str, list[tuple[float, float | None]]] = {"recall": [], "floor": []}
+
+    async def metered(name: str, call):
+        before = meter.read()
+        out = await call
+        after = meter.read()
+        db = None if after[1] is None or before[1] is None else after[1] - before[1]
+        cpu[name].append((after[0] - before[0], db))
+        return out
+
     with progress(len(queries), "recall", show, unit="q") as bar:
         for i, q in enumerate(queries):
             if i % 2:
-                floor = await floor_query(ctx, projects[q.project], q.text, k)
-            result, ms = await timed_recall(
-                engine, engine.recall_request(q.text, project=projects[q.project])
+                floor = await metered("floor", floor_query(ctx, projects[q.project], q.text, k))
+            result, ms = await metered(
+                "recall", timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
             )
             if not i % 2:
-                floor = await floor_query(ctx, projects[q.project], q.text, k)
+                floor = await metered("floor", floor_query(ctx, projects[q.project], q.text, k))
             wall.append(ms)
             for st in result.trace.stages:
                 stage_ms[st.stage].append(st.ms)
@@ -320,6 +401,11 @@ async def measure_recall(
     return {
         "recall": {**percentiles(wall), "stages": stage_percentiles(stage_ms)},
         "floor": {**percentiles(floor), "embed": percentiles(f_embed), "query": percentiles(f_query), "k": k},
+        "cpu": {
+            "recall": _cpu_summary(cpu["recall"]),
+            "floor": _cpu_summary(cpu["floor"]),
+            "cores": os.cpu_count(),
+        },
     }
 
 

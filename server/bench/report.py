@@ -278,7 +278,33 @@ def latency_markdown(r: dict[str, Any]) -> str:
     stage_rows = [[st, *(s["recall"]["stages"][st]["p50"] for s in r["sizes"])] for st in stages]
     stage_rows.append(["floor: query embedding", *(s["floor"]["embed"]["p50"] for s in r["sizes"])])
     stage_rows.append(["floor: bare pgvector top-k", *(s["floor"]["query"]["p50"] for s in r["sizes"])])
-    lines += _table(["stage", *sizes], stage_rows) + ["", "### Targets", ""]
+    lines += _table(["stage", *sizes], stage_rows)
+    measured = [s for s in r["sizes"] if s.get("cpu")]  # (reports from before it was measured)
+    if measured:
+        cores = measured[0]["cpu"]["cores"]
+        lines += [
+            "",
+            f"### CPU per call (ms, mean; {cores} cores; database: its processes on this machine)",
+            "",
+        ]
+        lines += _table(
+            ["memories", "recall engine", "recall database", "recall total", "floor total", "recall/floor"],
+            [
+                [
+                    s["memories"],
+                    c["recall"]["engine_ms"],
+                    c["recall"]["database_ms"],
+                    c["recall"]["total_ms"],
+                    c["floor"]["total_ms"],
+                    round(c["recall"]["total_ms"] / c["floor"]["total_ms"], 3)
+                    if c["recall"]["total_ms"] and c["floor"]["total_ms"]
+                    else None,
+                ]
+                for s in measured
+                for c in [s["cpu"]]
+            ],
+        )
+    lines += ["", "### Targets", ""]
     lines += _table(
         ["target", "measured", "limit", "result"],
         [[t["name"], t["value"], t["limit"], t["result"]] for t in r["targets"]],

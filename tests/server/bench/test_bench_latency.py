@@ -64,6 +64,14 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
     assert result["config"]["derived_vectors"] == 128 and "pool-derived" in result["config"]["build"]
     assert large["memory"] is None  # a database the bench did not start: not its memory
     assert large["database_mb"] > 0
+    # CPU per call: this process, and the session's PostgreSQL (on this machine: its postmaster is
+    # found from a backend), for recall and for the floor it is measured against.
+    for side in ("recall", "floor"):
+        c = large["cpu"][side]
+        assert c["engine_ms"] > 0 and c["database_ms"] > 0
+        assert c["total_ms"] == pytest.approx(c["engine_ms"] + c["database_ms"], abs=0.02)
+    assert large["cpu"]["cores"] >= 1
+    assert "CPU per call" in report.latency_markdown(result)
     names = [t["name"] for t in result["targets"]]
     assert names[2] == "recall p50 at the largest size (none over 10k) / p50 at 10k"
     assert result["targets"][2]["result"] == "not measured"
