@@ -210,7 +210,7 @@ class SearchQueries:
 
     @staticmethod
     def _where(
-        project, query, k, category, tags, common_df, topics=(), fact_types=(), max_postings=None
+        project, query, category, tags, common_df, topics=(), fact_types=(), max_postings=None
     ) -> tuple[str, dict[str, Any]]:
         # The project in the text: its own vector index serves the vector arm (store/vectors.py).
         filters = [project_is("m.project", project), "(m.expires_at IS NULL OR m.expires_at > now())"]
@@ -259,7 +259,7 @@ class SearchQueries:
         if spec.needs_embedding and embedding is None:
             raise ValueError(f"the {arm} arm needs an embedding")
         where, params = self._where(
-            project, query, k, category, tags, common_df, topics, fact_types, max_postings
+            project, query, category, tags, common_df, topics, fact_types, max_postings
         )
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
@@ -317,7 +317,7 @@ class SearchQueries:
         ``common_df``), when ``candidates`` read them already."""
         preselected = preselected or {}
         where, params = self._where(
-            project, query, k, category, tags, common_df, topics, fact_types, max_postings
+            project, query, category, tags, common_df, topics, fact_types, max_postings
         )
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
@@ -385,7 +385,7 @@ class SearchQueries:
         them (the latest) read through the (project, occurred_at) index, scored exactly by cosine
         to ``embedding`` and BM25 of ``query``; returns the best ``k`` by cosine + BM25 / best BM25
         in the range, and how many were scanned."""
-        where, params = self._where(project, query, k, category, tags, common_df, max_postings=max_postings)
+        where, params = self._where(project, query, category, tags, common_df, max_postings=max_postings)
         clauses = []
         for i, (start, end) in enumerate(ranges):
             parts = []

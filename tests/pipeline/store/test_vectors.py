@@ -28,7 +28,7 @@ def _keyword_plan(database_url, project: str, query: str) -> str:
     memories out of the way (in a transaction rolled back): a store this small is read off them."""
     from memlane.pipeline.store.search import QUERY_CTES, SQL_ARMS, SearchQueries
 
-    where, params = SearchQueries._where(project, query, 5, None, (), 1.0)
+    where, params = SearchQueries._where(project, query, None, (), 1.0)
     with psycopg.connect(database_url) as conn:
         conn.execute("SET enable_seqscan = off")
         for (name,) in conn.execute(
@@ -172,11 +172,7 @@ async def test_the_union_statement_s_generic_plan_expects_k_candidates_per_arm(
     import psycopg as pg
 
     await engine.remember_many(
-        [
-            {"content": f"note {i}: the {w} service moved", "project": "p"}
-            for i in range(400)
-            for w in ["billing"]
-        ]
+        [{"content": f"note {i}: the billing service moved", "project": "p"} for i in range(400)]
     )
     with pg.connect(database_url, autocommit=True) as conn:
         conn.execute("ANALYZE memories")
@@ -195,7 +191,8 @@ async def test_the_union_statement_s_generic_plan_expects_k_candidates_per_arm(
     names: list[str] = []
 
     def placeholder(m) -> str:
-        names.append(m.group(1)) if m.group(1) not in names else None
+        if m.group(1) not in names:
+            names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
     generic = re.sub(r"%\((\w+)\)[sb]", placeholder, union)
