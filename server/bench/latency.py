@@ -330,8 +330,8 @@ class CpuMeter:
 
 
 def _cpu_seconds(proc) -> float:
-    """A process's CPU time, in nanoseconds where Linux counts them (schedstat), else in the
-    kernel's clock ticks; 0 for a process that has just exited."""
+    """A process's CPU time in seconds: from schedstat's nanoseconds where Linux has them, else
+    from psutil's clock-tick times; 0 for a process that has just exited."""
     import psutil
 
     try:
