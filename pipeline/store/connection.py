@@ -171,6 +171,14 @@ class Connection:
         # generic plan must not guess is in the text too: the recall arms' LIMIT (store/search.py).
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.commit()
+        # Prepared at its second run on the connection, not its fifth (psycopg's default): recall's
+        # statements name the project in their text, and with the pool's connections taken in
+        # turn, a project's statements ran mostly unprepared, planned at every run (about 1 ms for
+        # the keyword arm's). Not at the first: psycopg then drops a multi-statement text before
+        # preparing it, and a text run once is never prepared, so one-off texts stay out of the
+        # per-connection cache (100 statements). About an eighth less PostgreSQL CPU per recall at
+        # 100,000 memories (docs/benchmarks.md).
+        conn.prepare_threshold = 1
 
     def _new_pool(self) -> AsyncConnectionPool:
         return AsyncConnectionPool(

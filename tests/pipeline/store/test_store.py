@@ -221,3 +221,22 @@ async def test_metadata_reads_back_as_written_empty_or_not_and_never_shared(engi
     assert got[a.id] == meta and got[b.id] == {} and got[c.id] == {}
     got[b.id]["x"] = 1  # a caller changing one memory's metadata changes no other's
     assert got[c.id] == {}
+
+
+async def test_a_pooled_connection_prepares_a_statement_at_its_second_run(engine):
+    """Recall's statements name their project in the text, so at psycopg's default (the fifth run
+    on a connection) most ran unprepared and were planned every time (store/connection.py). A text
+    run once is not prepared, and a multi-statement text, which cannot be, still runs every time."""
+    prepared = (
+        "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%%memories WHERE project%%'"
+    )
+    async with engine.store._connection() as conn:
+        await conn.execute("SELECT count(*) FROM memories WHERE project = %s", ("once",))
+        assert await (await conn.execute(prepared, prepare=False)).fetchall() == []
+        for _ in range(2):
+            await conn.execute("SELECT count(*) FROM memories WHERE project = %s AND pinned", ("p",))
+        [(statement,)] = await (await conn.execute(prepared, prepare=False)).fetchall()
+        assert "AND pinned" in statement
+        for _ in range(3):
+            cur = await conn.execute("SELECT 1; SELECT count(*) FROM memories")
+            assert (await cur.fetchone())[0] == 1
