@@ -163,12 +163,13 @@ class Connection:
         # iterative scan keeps walking the graph until the filter has enough matches.
         await conn.execute("SET hnsw.iterative_scan = relaxed_order")
         await conn.execute("SET hnsw.ef_search = 100")
-        # A statement psycopg has prepared (its 5th run on the connection) keeps one plan instead
-        # of being planned again at each run: about a fifth less server CPU per recall, with the
-        # same results, and faster writes (docs/benchmarks.md). Planner settings never vary
-        # between runs of one text: the project is in the text (store/vectors.py), and the write
-        # path's SET LOCALs are the same at every run of the statements they precede. What a
-        # generic plan must not guess is in the text too: the recall arms' LIMIT (store/search.py).
+        # A statement psycopg has prepared (at its second run on the connection, below) keeps one
+        # plan instead of being planned again at each run: about a fifth less server CPU per
+        # recall, with the same results, and faster writes (docs/benchmarks.md). Planner settings
+        # never vary between runs of one text: the project is in the text (store/vectors.py), and
+        # the write path's SET LOCALs are the same at every run of the statements they precede.
+        # What a generic plan must not guess is in the text too: the recall arms' LIMIT
+        # (store/search.py).
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.commit()
         # Prepared at its second run on the connection, not its fifth (psycopg's default): recall's
@@ -176,8 +177,8 @@ class Connection:
         # turn, a project's statements ran mostly unprepared, planned at every run (about 1 ms for
         # the keyword arm's). Not at the first: psycopg then drops a multi-statement text before
         # preparing it, and a text run once is never prepared, so one-off texts stay out of the
-        # per-connection cache (100 statements). About an eighth less PostgreSQL CPU per recall at
-        # 100,000 memories (docs/benchmarks.md).
+        # per-connection cache (100 statements). About a tenth less PostgreSQL CPU per recall at
+        # 100,000 memories, none at a million (docs/benchmarks.md).
         conn.prepare_threshold = 1
 
     def _new_pool(self) -> AsyncConnectionPool:
