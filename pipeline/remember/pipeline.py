@@ -22,6 +22,7 @@ memories are stored by then.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 from uuid import UUID
@@ -30,7 +31,7 @@ from memlane.pipeline import access
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
-from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
 from memlane.pipeline.records import Memory, Remembered
 from memlane.pipeline.remember import content_filter, extract, facttypes
 from memlane.pipeline.remember.context import WriteContext
@@ -40,6 +41,11 @@ from memlane.pipeline.store import StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
 
 log = logging.getLogger(__name__)
+
+# A batch's neighbour searches run on up to two connections: each is one server process's work, and
+# once the batch is embedded the machine's other core would wait for it (2 cores here).
+NEAREST_PARALLEL = 2
+NEAREST_SPLIT_MIN = 16  # vectors of one project; fewer are one statement (a round trip apiece)
 
 Near = tuple[tuple[UUID, float], ...]
 
@@ -83,11 +89,21 @@ async def remember(
     sequence = sequenced(inputs, stream, ctx.config.graph.sequence_gap_s) if stream is not None else None
     if sequence is not None:
         inputs = [m.model_copy(update={"source": sequence[0]}) for m in inputs]
+    # The texts go to the model first: their entities (link_plan) are read while they are embedded.
+    embedding = embed_texts_now(
+        ctx.embedder, [m.content for m in inputs], ctx.config.embedding.embed_timeout_s
+    )
+    try:
+        links = link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder)
+        vectors = await embed(ctx, inputs, started=embedding)
+    finally:
+        embedding.cancel()
     results = await store_inputs(
         ctx,
         inputs,
         similar=(f.novelty_threshold, f.remember_similar_limit),
-        links=link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder),
+        vectors=vectors,
+        links=links,
         sequence=sequence,
     )
     await enrich(ctx, results, inputs)
@@ -142,14 +158,25 @@ async def store_inputs(
     bound) of a memory that continues a sequence (``sequenced``)."""
     if vectors is None:
         vectors = await embed(ctx, inputs)
-    near = await novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
-    inputs, assigned = await assign_topics(ctx, inputs, vectors)
+    # The neighbour search is the database's work and topics are Python's: side by side, each runs
+    # while the other waits (neither reads what the other decides).
+    searched = asyncio.ensure_future(novelty(ctx, inputs, vectors, similar=similar, links=links, found=found))
+    try:
+        inputs, assigned = await assign_topics(ctx, inputs, vectors)
+        near = await searched
+    finally:
+        searched.cancel()
     return await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
 
 
-async def embed(ctx: WriteContext, inputs: list[MemoryInput]) -> list[list[float]]:
-    """Step 4: the inputs' embeddings, off the event loop, bounded by ``embed_timeout_s``."""
+async def embed(
+    ctx: WriteContext, inputs: list[MemoryInput], started: asyncio.Future | None = None
+) -> list[list[float]]:
+    """Step 4: the inputs' embeddings, off the event loop, bounded by ``embed_timeout_s``;
+    ``started``: the same already under way (``embed_texts_now``)."""
     try:
+        if started is not None:
+            return await started
         return await embed_texts(
             ctx.embedder, [m.content for m in inputs], ctx.config.embedding.embed_timeout_s
         )
@@ -298,13 +325,32 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
 
 
 async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
-    """Each input's ``k`` nearest stored memories of its project: one search per project."""
+    """Each input's ``k`` nearest stored memories of its project: one search per project, a large
+    batch of an indexed project's split in two, up to ``NEAREST_PARALLEL`` at once."""
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
     by_project: dict[str, list[int]] = {}
     for i, m in enumerate(inputs):
         by_project.setdefault(m.project, []).append(i)
+    parts: list[tuple[str, list[int]]] = []
     for project, idx in by_project.items():
-        hits = await store.nearest_many(project, [vectors[i] for i in idx], k, ef_search=NEIGHBOUR_EF_SEARCH)
+        # An unindexed project's searches read it whole once per statement (upkeep.py): not split.
+        halves = 2 if len(idx) >= NEAREST_SPLIT_MIN and store.known_indexed(project) else 1
+        step = -(-len(idx) // halves)
+        parts += [(project, idx[j : j + step]) for j in range(0, len(idx), step)]
+    gate = asyncio.Semaphore(NEAREST_PARALLEL)
+
+    async def search(project: str, idx: list[int]) -> None:
+        async with gate:
+            hits = await store.nearest_many(
+                project, [vectors[i] for i in idx], k, ef_search=NEIGHBOUR_EF_SEARCH
+            )
         for i, h in zip(idx, hits, strict=True):
             found[i] = h
+
+    jobs = [asyncio.ensure_future(search(project, idx)) for project, idx in parts]
+    try:
+        await asyncio.gather(*jobs)
+    finally:
+        for j in jobs:
+            j.cancel()
     return found

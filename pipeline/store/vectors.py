@@ -162,6 +162,10 @@ class VectorIndexQueries:
         self._indexed.add(project)
         return True
 
+    def known_indexed(self, project: str) -> bool:
+        """Whether ``is_indexed`` has found the project's index already (no statement)."""
+        return project in self._indexed
+
     def _counted_lately(self, project: str, rows: int, now: float) -> bool:
         """True while a project counted below ``PROJECT_INDEX_MIN`` cannot have reached it: what
         this process wrote since is counted; other servers' writes are why a count expires."""
