@@ -155,7 +155,7 @@ async def grow(
         items[n_real_head : n - n_sample],
         items[n - n_sample :] if n_sample else [],
     )
-    stored_s, raw_s, raw_n, real_n, created = 0.0, 0.0, 0, 0, 0
+    stored_s, raw_s, raw_n, real_n, created, settled_s = 0.0, 0.0, 0, 0, 0, 0.0
     sample_from = max(0, len(head) - sample) if not tail else None
     with progress(n, "remember", show, unit="mem") as bar:
         for part, sampled in ((head, sample_from), (tail, 0 if tail else None)):
@@ -178,6 +178,7 @@ async def grow(
                 emb.mode = "pool"
                 created_mid, pool_s = await _pool_build(engine, middle, projects, concurrency, bar, show)
                 created += created_mid
+                settled_s = await settle(ctx)
     remember = {
         "added": n,
         "created": created,
@@ -197,8 +198,26 @@ async def grow(
             "seconds": round(pool_s, 3),
             "per_second": round(len(middle) / pool_s, 2),
             "concurrency": concurrency,
+            "settle_seconds": round(settled_s, 3),
         }
     return out
+
+
+async def settle(ctx: BenchContext) -> float:
+    """Before a timed part, what the database would otherwise do during it after the untimed writes
+    before it: VACUUM (ANALYZE) of what they grew (autovacuum's work: a million inserts set it off
+    during the timed remembers and recalls of 2026-12-04) and a checkpoint (skipped for a role not
+    allowed one). Returns the seconds it took."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    async with ctx.engine.store._connection() as conn:
+        await conn.execute("VACUUM (ANALYZE)", prepare=False)
+        try:
+            await conn.execute("CHECKPOINT", prepare=False)
+        except psycopg.errors.InsufficientPrivilege:
+            pass
+    return time.perf_counter() - t0
 
 
 # A run stopped midway has stored batches past the point where a kept store's stream resumes (the
@@ -609,6 +628,7 @@ async def run(
                 have = target
             else:
                 step = {"reused": True}
+            settled = await settle(ctx)
             meas = await measure_recall(ctx, questions, projects, show_progress)
             out_sizes.append(
                 {
@@ -621,6 +641,7 @@ async def run(
                     else None,
                     **meas,
                     "recall_vs_floor": _ratio(meas["recall"]["p50"], meas["floor"]["p50"]),
+                    "settle_seconds": round(settled, 3),
                     "memory": memory(ctx),
                     "database_mb": await database_mb(ctx),
                 }
@@ -638,6 +659,6 @@ BUILD_RECIPE = (
     "memories embedded by the model (the timed remember sample) and the rest with a pool-derived "
     "vector: the pool vector of a text naming the same first person and service, plus noise of norm "
     "{noise} seeded by the text, normalised; those in batches of one project each, {concurrency} "
-    "batches in flight. Questions are "
-    "always embedded by the model."
+    "batches in flight, then VACUUM (ANALYZE) and a checkpoint before the timed sample (as before "
+    "each size's recalls). Questions are always embedded by the model."
 )

@@ -43,6 +43,8 @@ def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
 
 def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, embedder, database_url):
     partials: list[dict] = []
+    with psycopg.connect(database_url) as conn:
+        started = conn.execute("SELECT now()").fetchone()[0]
     result = asyncio.run(
         latency.run(
             bench_settings,
@@ -78,6 +80,14 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
     assert "Pool path" in report.latency_markdown(result)
     with psycopg.connect(database_url) as conn:  # the run's projects are gone
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+        # Settled before the timed parts: vacuumed and analysed by the bench, not by autovacuum.
+        vacuumed, analysed = conn.execute(
+            "SELECT last_vacuum, last_analyze FROM pg_stat_user_tables WHERE relname = 'memories'"
+        ).fetchone()
+    assert vacuumed >= started and analysed >= started
+    assert large["pool_build"]["settle_seconds"] >= 0 and all(
+        s["settle_seconds"] >= 0 for s in result["sizes"]
+    )
 
 
 def test_a_kept_store_is_measured_again_and_grown_from_where_it_ends(bench_settings, embedder, database_url):
