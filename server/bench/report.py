@@ -304,6 +304,25 @@ def latency_markdown(r: dict[str, Any]) -> str:
                 for c in [s["cpu"]]
             ],
         )
+    paired = r.get("growth_taking_turns")
+    if paired:
+        lines += ["", "### Growth, taking turns with a copy of the store at the reference size", ""]
+        if paired["status"] == "measured":
+            lines += _table(
+                ["memories", "copy at", "recall p50", "copy's recall p50", "growth", "recalls each"],
+                [
+                    [
+                        paired["memories"],
+                        paired["reference"],
+                        paired["recall_p50"],
+                        paired["reference_p50"],
+                        paired["growth"],
+                        paired["recalls_each"],
+                    ]
+                ],
+            )
+        else:
+            lines.append(paired["status"])
     lines += ["", "### Targets", ""]
     lines += _table(
         ["target", "measured", "limit", "result"],

@@ -143,6 +143,62 @@ def test_the_growth_target_compares_the_largest_size_with_10k():
     assert growth["name"] == "recall p50 at the largest size (1M) / p50 at 10k"
     assert (growth["value"], growth["result"]) == (1.55, "FAIL")
     assert latency.evaluate_targets([size(10_000, 20), size(100_000, 29)])[2]["result"] == "pass"
+    # Measured taking turns with a copy at 10k, that figure decides, whatever the sizes' p50s say.
+    paired = {"status": "measured", "growth": 1.12}
+    growth = latency.evaluate_targets([size(10_000, 20), size(1_000_000, 50)], paired)[2]
+    assert (
+        growth["name"] == "recall p50 at the largest size (1M) / p50 at 10k, taking turns with a copy at 10k"
+    )
+    assert (growth["value"], growth["result"]) == (1.12, "pass")
+    unmeasured = {"status": "not measured: the role may not create the copy's database"}
+    growth = latency.evaluate_targets([size(10_000, 20), size(1_000_000, 50)], unmeasured)[2]
+    assert (growth["value"], growth["result"]) == (2.5, "FAIL")  # the sizes' p50s, then
+
+
+def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size(
+    bench_settings, embedder, database_url
+):
+    class Counting:  # the model, counting the passages it embeds
+        def __init__(self, real):
+            self.real, self.passages = real, 0
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def embed_passages(self, texts):
+            self.passages += len(texts)
+            return self.real.embed_passages(texts)
+
+    model = Counting(embedder)
+    before_copy: list[int] = []
+    result = asyncio.run(
+        latency.run(
+            bench_settings,
+            [40, 120],
+            queries=3,
+            embedder=model,
+            show_progress=False,
+            pool=40,
+            sample=16,
+            reference=40,
+            partial=lambda _: before_copy.append(model.passages),
+        )
+    )
+    paired = result["growth_taking_turns"]
+    assert paired["status"] == "measured"
+    assert (paired["memories"], paired["reference"], paired["reference_stored"]) == (120, 40, 40)
+    assert paired["recalls_each"] == latency.PAIRED_ROUNDS * 3
+    assert paired["growth"] == pytest.approx(paired["recall_p50"] / paired["reference_p50"], abs=1e-3)
+    # The copy holds the pool's texts with the vectors the store has: the model embedded none again.
+    assert model.passages == before_copy[-1]
+    growth = result["targets"][2]
+    assert growth["name"].endswith("taking turns with a copy at 40") and growth["value"] == paired["growth"]
+    assert "taking turns with a copy" in report.latency_markdown(result)
+    with psycopg.connect(database_url) as conn:  # the copy's database is gone
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'memlane_bench_copy_%'"
+        ).fetchone()[0]
+    assert left == 0
 
 
 def test_pool_batches_hold_one_project_each_in_stream_order():
