@@ -201,6 +201,24 @@ def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size
     assert left == 0
 
 
+def test_a_role_that_may_not_create_a_database_gets_the_sizes_growth(tmp_path, embedder, external_url):
+    # A managed service's application role (no CREATEDB): the copy cannot be made, and the growth
+    # target reads the sizes' own p50s, as the report says.
+    settings = load(data_dir=tmp_path, database={"url": external_url})
+    result = asyncio.run(
+        latency.run(
+            settings, [20, 40], queries=2, embedder=embedder, show_progress=False, pool=20, reference=20
+        )
+    )
+    paired = result["growth_taking_turns"]
+    assert paired["status"].startswith("not measured: the role may not create the copy's database")
+    small, large = result["sizes"]
+    growth = result["targets"][2]
+    assert growth["name"] == "recall p50 at the largest size (40) / p50 at 20"
+    assert growth["value"] == pytest.approx(large["recall"]["p50"] / small["recall"]["p50"], abs=1e-3)
+    assert "not measured: the role may not" in report.latency_markdown(result)
+
+
 def test_pool_batches_hold_one_project_each_in_stream_order():
     from memlane.server.bench.corpus import Item
 
