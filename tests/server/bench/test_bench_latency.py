@@ -20,6 +20,13 @@ def bench_settings(database_url, tmp_path):
     return load(data_dir=tmp_path, database={"url": database_url})
 
 
+def _run(settings, sizes, embedder, *, queries=3, **kwargs):
+    """``latency.run`` on small sizes, quietly."""
+    return asyncio.run(
+        latency.run(settings, sizes, queries=queries, embedder=embedder, show_progress=False, **kwargs)
+    )
+
+
 def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
     pooled = latency.PoolEmbedder(embedder, pool=3)
     pool_texts = [
@@ -45,18 +52,7 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
     partials: list[dict] = []
     with psycopg.connect(database_url) as conn:
         started = conn.execute("SELECT now()").fetchone()[0]
-    result = asyncio.run(
-        latency.run(
-            bench_settings,
-            [40, 200],
-            queries=3,
-            embedder=embedder,
-            show_progress=False,
-            pool=40,
-            sample=32,
-            partial=partials.append,
-        )
-    )
+    result = _run(bench_settings, [40, 200], embedder, pool=40, sample=32, partial=partials.append)
     assert [len(p["sizes"]) for p in partials] == [1, 2]  # the report so far, after each size
     small, large = result["sizes"]
     assert small["remember"]["real_embedded"] == 40 and "pool_build" not in small
@@ -171,18 +167,14 @@ def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size
 
     model = Counting(embedder)
     before_copy: list[int] = []
-    result = asyncio.run(
-        latency.run(
-            bench_settings,
-            [40, 120],
-            queries=3,
-            embedder=model,
-            show_progress=False,
-            pool=40,
-            sample=16,
-            reference=40,
-            partial=lambda _: before_copy.append(model.passages),
-        )
+    result = _run(
+        bench_settings,
+        [40, 120],
+        model,
+        pool=40,
+        sample=16,
+        reference=40,
+        partial=lambda _: before_copy.append(model.passages),
     )
     paired = result["growth_taking_turns"]
     assert paired["status"] == "measured"
