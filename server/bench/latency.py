@@ -217,8 +217,8 @@ async def grow(
 async def settle(ctx: BenchContext) -> float:
     """Before a timed part, what the database would otherwise do during it after the untimed writes
     before it: `memlane maintain`'s VACUUM (ANALYZE) of memlane's tables (autovacuum's work: a
-    million inserts set it off during the timed remembers and recalls of 2026-12-04) and a
-    checkpoint (skipped for a role not allowed one). Returns the seconds it took."""
+    million inserts set it off during a run's timed remembers and recalls) and a checkpoint
+    (skipped for a role not allowed one). Returns the seconds it took."""
     import psycopg
 
     t0 = time.perf_counter()
@@ -468,7 +468,7 @@ async def paired_growth(
     store = ctx.engine.store
     name = f"memlane_bench_copy_{ctx.run_id}"
     try:
-        async with await psycopg.AsyncConnection.connect(store._dsn, autocommit=True) as conn:
+        async with store._connection() as conn:  # (autocommit, as CREATE DATABASE needs)
             await conn.execute(f'CREATE DATABASE "{name}"', prepare=False)
     except psycopg.errors.InsufficientPrivilege as e:
         return {"status": f"not measured: the role may not create the copy's database ({e})"}
@@ -514,7 +514,7 @@ async def paired_growth(
     finally:
         if mode is not None:
             emb.mode = mode
-        async with await psycopg.AsyncConnection.connect(store._dsn, autocommit=True) as conn:
+        async with store._connection() as conn:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', prepare=False)
         shutil.rmtree(scratch, ignore_errors=True)
     store_p50, copy_p50 = percentiles(wall["store"])["p50"], percentiles(wall["copy"])["p50"]

@@ -197,11 +197,7 @@ def test_a_role_that_may_not_create_a_database_gets_the_sizes_growth(tmp_path, e
     # A managed service's application role (no CREATEDB): the copy cannot be made, and the growth
     # target reads the sizes' own p50s, as the report says.
     settings = load(data_dir=tmp_path, database={"url": external_url})
-    result = asyncio.run(
-        latency.run(
-            settings, [20, 40], queries=2, embedder=embedder, show_progress=False, pool=20, reference=20
-        )
-    )
+    result = _run(settings, [20, 40], embedder, queries=2, pool=20, reference=20)
     paired = result["growth_taking_turns"]
     assert paired["status"].startswith("not measured: the role may not create the copy's database")
     small, large = result["sizes"]
