@@ -5,7 +5,7 @@
 | 1 | parse | inputs.py | each item validated into a ``MemoryInput``; none written unless all are |
 | 2 | secrets | secrets.py | likely secrets redacted (or refused) inside parse, ``[remember] secrets`` |
 | 3 | filter | content_filter.py | a bare acknowledgement refused; ingest: low-information dropped |
-| 4 | embed | providers/embedding | one batch off the event loop, within ``embed_timeout_s`` |
+| 4 | embed | providers/embedding | off the event loop, within ``embed_timeout_s``; a large batch in parts |
 | 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
 | 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
 | 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
@@ -16,7 +16,9 @@ runs them all for a caller's memories (step 3 for one explicit memory only: a ba
 a bulk load). ``ingest`` (ingest.py) splits a conversation or a document into pieces, runs steps 1-5
 itself (its novelty drops a piece that repeats a stored memory) and hands the rest to
 ``store_inputs`` with their vectors and neighbours; it does not enrich. ``update`` runs steps 4, 6
-and 7 again for new content. Step 8 is the only one that may fail without failing the write: the
+and 7 again for new content. A batch of ``2 * PART_SIZE`` memories or more runs steps 4-7 a part at a
+time in one transaction (``_remember_in_parts``): the database stores a part while the model
+embeds the next. Step 8 is the only one that may fail without failing the write: the
 memories are stored by then.
 """
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +50,10 @@ log = logging.getLogger(__name__)
 # once the batch is embedded the machine's other core would wait for it (2 cores here).
 NEAREST_PARALLEL = 2
 NEAREST_SPLIT_MIN = 16  # vectors of one project; fewer are one statement (a round trip apiece)
+# A batch of at least two parts is embedded a part at a time, each part stored while the model
+# embeds the next (``_remember_in_parts``); the model's calls take up to 64 texts anyway
+# (embedding.batch_size).
+PART_SIZE = 64
 
 Near = tuple[tuple[UUID, float], ...]
 
@@ -89,6 +97,11 @@ async def remember(
     sequence = sequenced(inputs, stream, ctx.config.graph.sequence_gap_s) if stream is not None else None
     if sequence is not None:
         inputs = [m.model_copy(update={"source": sequence[0]}) for m in inputs]
+    similar = (f.novelty_threshold, f.remember_similar_limit)
+    if len(inputs) >= 2 * PART_SIZE and sequence is None and ctx.topics_llm is None:
+        results = await _remember_in_parts(ctx, inputs, similar=similar, chain=chain)
+        await enrich(ctx, results, inputs)
+        return results
     # The texts go to the model first: their entities (link_plan) are read while they are embedded.
     embedding = embed_texts_now(
         ctx.embedder, [m.content for m in inputs], ctx.config.embedding.embed_timeout_s
@@ -101,13 +114,86 @@ async def remember(
     results = await store_inputs(
         ctx,
         inputs,
-        similar=(f.novelty_threshold, f.remember_similar_limit),
+        similar=similar,
         vectors=vectors,
         links=links,
         sequence=sequence,
     )
     await enrich(ctx, results, inputs)
     return results
+
+
+async def _remember_in_parts(
+    ctx: WriteContext, inputs: list[MemoryInput], *, similar: tuple[float, int], chain: bool
+) -> list[Remembered]:
+    """Steps 4-7 for a large batch, a part at a time: while the model embeds one part, the
+    database searches the neighbours of the part before and inserts it, in the batch's one
+    transaction (``Store.insert_chunks``), instead of waiting for the whole batch's vectors. The
+    parts are the batch's texts by length (the model pads a call's texts to its longest), so the
+    result is the same as ``store_inputs`` on the whole batch: the same rows, neighbours, topics and
+    links, and nothing stored if any part fails."""
+    timeout = ctx.config.embedding.embed_timeout_s
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].content))
+    parts = [order[j : j + PART_SIZE] for j in range(0, len(order), PART_SIZE)]
+    texts = [[inputs[i].content for i in part] for part in parts]
+    started = embed_texts_now(ctx.embedder, texts[0], timeout)
+    try:
+        links = link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder)
+    except BaseException:
+        started.cancel()
+        raise
+    threshold, limit = similar
+    k = max(limit, links.settings.relates_to_k)
+    final: list[MemoryInput] = list(inputs)
+    vectors: list = [None] * len(inputs)
+    found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
+
+    async def prepared() -> AsyncIterator[tuple[list[int], list[StoredRow]]]:
+        nonlocal started
+        try:
+            for p, part in enumerate(parts):
+                vecs = await embed(ctx, [inputs[i] for i in part], started=started)
+                # The next part goes to the model before this one goes to the database.
+                started = embed_texts_now(ctx.embedder, texts[p + 1], timeout) if p + 1 < len(parts) else None
+                mine = [inputs[i] for i in part]
+                searched = asyncio.ensure_future(_nearest(ctx.store, mine, vecs, k)) if k > 0 else None
+                try:
+                    mine, assigned = await assign_topics(ctx, mine, vecs)
+                    near = await searched if searched is not None else [[] for _ in part]
+                finally:
+                    if searched is not None:
+                        searched.cancel()
+                for i, m, v, h in zip(part, mine, vecs, near, strict=True):
+                    final[i], vectors[i], found[i] = m, v, h
+                yield part, stored_rows(mine, vecs, assigned)
+        finally:
+            if started is not None:
+                started.cancel()
+        # Every part is in: the links between memories of different parts (Store.insert_chunks
+        # asks the plan for its links after the last part).
+        if links.settings.relates_to_k > 0:
+            links.relates = relates_to(final, vectors, found, links.settings)
+
+    rows = prepared()
+    try:
+        stored = await ctx.store.insert_chunks(
+            rows,
+            len(inputs),
+            dict(Counter(m.project for m in inputs)),
+            model_id=ctx.embedder.vector_ids,
+            links=links,
+        )
+    except BaseException:
+        # The cached centroids took this batch, which was not stored.
+        ctx.topics.forget_cache({m.project for m in inputs})
+        raise
+    finally:
+        await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
+    near = [
+        tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) if limit > 0 else ()
+        for h in found
+    ]
+    return _remembered(final, stored, near)
 
 
 def sequenced(inputs: list[MemoryInput], stream: str, gap_s: float) -> tuple[str, float | None] | None:
@@ -245,7 +331,24 @@ async def insert(
     sequence: tuple[str, float | None] | None = None,
 ) -> list[Remembered]:
     """Step 7: the rows, with their entities and graph links, in one transaction."""
-    rows = [
+    rows = stored_rows(inputs, vectors, assigned, sequence)
+    try:
+        results = await ctx.store.insert(rows, model_id=ctx.embedder.vector_ids, links=links)
+    except BaseException:
+        # The cached centroids took this batch, which was not stored.
+        ctx.topics.forget_cache({m.project for m in inputs})
+        raise
+    return _remembered(inputs, results, near)
+
+
+def stored_rows(
+    inputs: list[MemoryInput],
+    vectors: list[list[float]],
+    assigned: list[Any],
+    sequence: tuple[str, float | None] | None = None,
+) -> list[StoredRow]:
+    """The rows step 7 writes: each input with its vector and topics."""
+    return [
         StoredRow(
             project=m.project,
             content=m.content,
@@ -268,12 +371,11 @@ async def insert(
         )
         for m, vec, a in zip(inputs, vectors, assigned, strict=True)
     ]
-    try:
-        results = await ctx.store.insert(rows, model_id=ctx.embedder.vector_ids, links=links)
-    except BaseException:
-        # The cached centroids took this batch, which was not stored.
-        ctx.topics.forget_cache({m.project for m in inputs})
-        raise
+
+
+def _remembered(
+    inputs: list[MemoryInput], stored: list[tuple[UUID, bool]], near: list[Near]
+) -> list[Remembered]:
     return [
         Remembered(
             id=mid,
@@ -283,7 +385,7 @@ async def insert(
             # A duplicate is the stored memory itself: nothing new to compare.
             similar=tuple(s for s in hits if s[0] != mid) if created else (),
         )
-        for m, (mid, created), hits in zip(inputs, results, near, strict=True)
+        for m, (mid, created), hits in zip(inputs, stored, near, strict=True)
     ]
 
 

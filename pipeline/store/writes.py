@@ -4,7 +4,7 @@ transaction, so a write whose connection dies is stored whole or not at all."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -39,48 +39,97 @@ class Writes:
     ) -> list[tuple[UUID, bool]]:
         """Insert a batch in one transaction; returns (id, created) per row, in order. An identical
         memory (same project, content and occurred_at) is not stored twice: its existing id comes
-        back with created=False. One statement per batch also keeps the BM25 statistics triggers
-        deadlock-free (see migration 0002). ``model_id``: the model that made the vectors; refused
-        if the store's recorded model is another one (``memlane reembed`` ran meanwhile). ``links``:
-        asked, once the ids are known, which entities and links the created rows get (graph.py)."""
+        back with created=False. ``model_id``: the model that made the vectors; refused if the
+        store's recorded model is another one (``memlane reembed`` ran meanwhile). ``links``: asked,
+        once the ids are known, which entities and links the created rows get (graph.py)."""
         if not rows:
             return []
-        await self.index_projects(dict(Counter(r.project for r in rows)))
+
+        async def whole() -> AsyncIterator[tuple[list[int], list[StoredRow]]]:
+            yield list(range(len(rows))), rows
+
+        return await self.insert_chunks(
+            whole(), len(rows), dict(Counter(r.project for r in rows)), model_id=model_id, links=links
+        )
+
+    async def insert_chunks(
+        self,
+        chunks: AsyncIterator[tuple[list[int], list[StoredRow]]],
+        n: int,
+        projects: dict[str, int],
+        *,
+        model_id: str | Collection[str] | None = None,
+        links: LinkPlanner | None = None,
+    ) -> list[tuple[UUID, bool]]:
+        """``insert`` for a batch of ``n`` rows that arrive in parts, each with the batch positions
+        of its rows (``projects``: every project of the batch, with its number of rows): one
+        transaction, opened when the first part is there and committed after the last, so the
+        batch is stored whole or not at all, and a part is written while the next is still being
+        prepared (embedded). Returns (id, created) per row, in batch order; ``links`` are asked
+        after the last part, with the rows in batch order. Each part is one INSERT statement; the
+        project's write turn (``_serialise_writes``), taken first for all of the batch's projects,
+        keeps its BM25 statistics triggers (migration 0002) deadlock-free over several."""
+        parts = aiter(chunks)
+        try:
+            first = await anext(parts)
+        except StopAsyncIteration:
+            return []
+        await self.index_projects(projects)
         async with self._connection() as conn, conn.transaction():
-            await self._serialise_writes(conn, [r.project for r in rows])
+            await self._serialise_writes(conn, list(projects))
             if model_id is not None:
                 await self._check_model(conn, model_id)
-            if any(r.sequence and r.position is None for r in rows):
-                rows = await self._continue_sequences(conn, rows)
             ids: dict[tuple[str, str], tuple[UUID, bool]] = {}
-            pending = rows
-            # A duplicate's row can be deleted between the INSERT that skipped it and the SELECT
-            # that looks it up; the rows left without an id are inserted again (a rare second
-            # statement in the transaction). Three rounds need two such deletions in a row.
-            for _ in range(3):
-                created = await self._insert_rows(conn, pending)
-                ids.update({k: (i, True) for k, i in created.items() if k not in ids})
-                missing = {(r.project, r.content_hash) for r in pending} - ids.keys()
-                if missing:
-                    ids.update({k: (i, False) for k, i in (await self._ids_of(conn, missing)).items()})
-                pending = [r for r in pending if (r.project, r.content_hash) not in ids]
-                if not pending:
-                    break
-            else:
-                raise StoreError("memories were deleted while this batch was being stored; retry")
-            if any(r.auto_topics for r in rows):
-                await self._add_to_topics(conn, rows, ids)
+            placed: list[StoredRow | None] = [None] * n
+            part: tuple[list[int], list[StoredRow]] | None = first
+            while part is not None:
+                positions, rows = part
+                if any(r.sequence and r.position is None for r in rows):
+                    rows = await self._continue_sequences(conn, rows)
+                for i, r in zip(positions, rows, strict=True):
+                    placed[i] = r
+                await self._insert_part(conn, rows, ids)
+                part = await anext(parts, None)
+            if any(r is None for r in placed):
+                raise StoreError("a batch was stored without all of its rows; nothing was stored")
+            batch: list[StoredRow] = placed  # type: ignore[assignment]
+            if any(r.auto_topics for r in batch):
+                await self._add_to_topics(conn, batch, ids)
             out: list[tuple[UUID, bool]] = []
             seen: set[tuple[str, str]] = set()
-            for r in rows:
+            for r in batch:
                 key = (r.project, r.content_hash)
                 mid, created = ids[key]
                 out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
                 seen.add(key)
             if links is not None:  # the graph, in the same transaction: stored whole or not at all
-                plan = links.after_insert(rows, out)
+                plan = links.after_insert(batch, out)
                 await write_links(conn, plan.items, plan.settings, plan.chain)
         return out
+
+    async def _insert_part(
+        self,
+        conn: psycopg.AsyncConnection,
+        rows: list[StoredRow],
+        ids: dict[tuple[str, str], tuple[UUID, bool]],
+    ) -> None:
+        """One INSERT of rows, their ids (and whether this batch created them) added to ``ids``; a
+        row the batch already stored (an earlier part) or the store holds is not inserted again."""
+        pending = [r for r in rows if (r.project, r.content_hash) not in ids]
+        # A duplicate's row can be deleted between the INSERT that skipped it and the SELECT
+        # that looks it up; the rows left without an id are inserted again (a rare second
+        # statement in the transaction). Three rounds need two such deletions in a row.
+        for _ in range(3):
+            if not pending:
+                return
+            created = await self._insert_rows(conn, pending)
+            ids.update({k: (i, True) for k, i in created.items() if k not in ids})
+            missing = {(r.project, r.content_hash) for r in pending} - ids.keys()
+            if missing:
+                ids.update({k: (i, False) for k, i in (await self._ids_of(conn, missing)).items()})
+            pending = [r for r in pending if (r.project, r.content_hash) not in ids]
+        if pending:
+            raise StoreError("memories were deleted while this batch was being stored; retry")
 
     @staticmethod
     async def _insert_rows(

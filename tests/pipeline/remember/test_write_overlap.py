@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from uuid import UUID
 
 import pytest
 
+from memlane.pipeline.errors import EmbeddingFailed, StoreError
 from memlane.pipeline.remember import pipeline
 from memlane.pipeline.store import vectors
 
@@ -96,3 +98,148 @@ async def test_a_batchs_searches_run_two_at_a_time_with_the_answers_of_one_each(
         [alone] = await nearest_many(m.project, [vec], 4, ef_search=pipeline.NEIGHBOUR_EF_SEARCH)
         assert hits == alone
         assert len(hits) == (4 if m.project == "big" else 3)
+
+
+SERVICES = "billing search payments mobile gateway ledger reports inbox".split()
+
+
+def _batch(project: str) -> list[dict]:
+    """14 memories over three parts of 4 (and a last of 2), with a repeat and near-duplicates."""
+    items = [
+        {"content": f"Priya moved the {s} deploy to Friday after the {s} incident", "project": project}
+        for s in SERVICES
+    ]
+    items += [
+        {"content": f"the {s} team moved its deploy to Friday", "project": project} for s in SERVICES[:5]
+    ]
+    items.append(dict(items[2]))  # a repeat, stored once
+    return items
+
+
+async def _links(engine, project: str) -> set[tuple[str, str, str]]:
+    async with engine.store._connection() as conn:
+        cur = await conn.execute(
+            "SELECT a.content, b.content, l.kind FROM memory_links l"
+            " JOIN memories a ON a.id = l.src JOIN memories b ON b.id = l.dst WHERE a.project = %s",
+            (project,),
+        )
+        return set(await cur.fetchall())
+
+
+async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(engine, monkeypatch):
+    for project in ("whole", "parts"):  # something stored already: neighbours to report and link to
+        await engine.remember_many(
+            [{"content": "Priya moved the billing deploy to Friday", "project": project}]
+        )
+    relates_to, candidates = pipeline.relates_to, {}
+
+    def spied(inputs, vectors, found, settings):
+        out = relates_to(inputs, vectors, found, settings)
+        # by content: the rows' ids are random, and so is the direction of a link inside a batch
+        candidates[inputs[0].project] = {
+            (m.content, t if isinstance(t, UUID) else inputs[t].content, round(w, 3))
+            for m, cands in zip(inputs, out, strict=True)
+            for t, w in cands
+        }
+        return out
+
+    monkeypatch.setattr(pipeline, "relates_to", spied)
+    whole = await engine.remember_many(_batch("whole"))
+    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    calls: list[int] = []
+    embed_batch = engine.embedder.embed_batch
+
+    def counting(texts):
+        calls.append(len(texts))
+        return embed_batch(texts)
+
+    monkeypatch.setattr(engine.embedder, "embed_batch", counting)
+    parts = await engine.remember_many(_batch("parts"))
+    assert calls == [4, 4, 4, 2]  # embedded a part at a time
+    assert [r.status for r in parts] == [r.status for r in whole]
+    assert [r.status for r in parts].count("duplicate") == 1
+    assert parts[-1].id == parts[2].id
+    assert [len(r.similar) for r in parts] == [len(r.similar) for r in whole]
+    assert any(r.similar for r in parts)
+    # The same relates_to candidates, those of other parts among them (the stored memory's id aside)
+    stored_before = {str(t) for _, t, _ in candidates["parts"] if not isinstance(t, str)}
+    assert len(stored_before) == 1
+    assert {c for c in candidates["parts"] if isinstance(c[1], str)} == {
+        c for c in candidates["whole"] if isinstance(c[1], str)
+    }
+    texts = [it["content"] for it in _batch("parts")]
+    part_of = {t: i // 4 for i, t in enumerate(sorted(dict.fromkeys(texts), key=len))}
+    links = await _links(engine, "parts")
+    assert any(
+        kind == "relates_to" and a in part_of and b in part_of and part_of[a] != part_of[b]
+        for a, b, kind in links
+    )
+
+
+async def test_a_part_is_stored_while_the_next_is_embedded(engine, monkeypatch):
+    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    second = threading.Event()
+    embed_batch = engine.embedder.embed_batch
+    calls: list[int] = []
+
+    def embedding(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            second.set()
+        return embed_batch(texts)
+
+    insert_rows, waited = engine.store._insert_rows, []
+
+    async def insert(conn, rows):
+        if not waited:  # the first part's INSERT: the second part is with the model by then
+            waited.append(await asyncio.to_thread(second.wait, 10))
+        return await insert_rows(conn, rows)
+
+    monkeypatch.setattr(engine.embedder, "embed_batch", embedding)
+    monkeypatch.setattr(engine.store, "_insert_rows", insert)
+    out = await engine.remember_many(_batch("p")[:8])
+    assert calls == [4, 4]
+    assert waited == [True]
+    assert all(r.status == "created" for r in out)
+
+
+async def test_a_batch_whose_last_part_fails_stores_nothing(engine, monkeypatch):
+    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    embed_batch = engine.embedder.embed_batch
+    calls: list[int] = []
+
+    def failing(texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise RuntimeError("the model ran out of memory")
+        return embed_batch(texts)
+
+    monkeypatch.setattr(engine.embedder, "embed_batch", failing)
+    with pytest.raises(EmbeddingFailed, match="nothing was stored"):
+        await engine.remember_many(_batch("p")[:12])
+    assert len(calls) == 3
+    async with engine.store._connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM memories WHERE project = 'p'")
+        assert (await cur.fetchone())[0] == 0
+    monkeypatch.setattr(engine.embedder, "embed_batch", embed_batch)
+    out = await engine.remember_many(_batch("p")[:12])  # and the same batch stores afterwards
+    assert [r.status for r in out] == ["created"] * 12
+
+
+async def test_a_batch_whose_second_insert_fails_takes_its_first_part_back(engine, monkeypatch):
+    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    insert_rows, calls = engine.store._insert_rows, []
+
+    async def insert(conn, rows):
+        calls.append(len(rows))
+        if len(calls) == 2:
+            raise StoreError("the disk is full")
+        return await insert_rows(conn, rows)
+
+    monkeypatch.setattr(engine.store, "_insert_rows", insert)
+    with pytest.raises(StoreError, match="disk is full"):
+        await engine.remember_many(_batch("p")[:12])
+    assert calls == [4, 4]
+    async with engine.store._connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM memories WHERE project = 'p'")
+        assert (await cur.fetchone())[0] == 0
