@@ -137,42 +137,42 @@ async def _remember_in_parts(
     parts = [order[j : j + PART_SIZE] for j in range(0, len(order), PART_SIZE)]
     texts = [[inputs[i].content for i in part] for part in parts]
     started = embed_texts_now(ctx.embedder, texts[0], timeout)
+    near: list[Near] = []
     try:
         links = link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder)
     except BaseException:
         started.cancel()
         raise
-    threshold, limit = similar
-    k = max(limit, links.settings.relates_to_k)
+    k = max(similar[1], links.settings.relates_to_k)
     final: list[MemoryInput] = list(inputs)
     vectors: list = [None] * len(inputs)
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
 
     async def prepared() -> AsyncIterator[tuple[list[int], list[StoredRow]]]:
-        nonlocal started
+        nonlocal started, near
         try:
             for p, part in enumerate(parts):
-                vecs = await embed(ctx, [inputs[i] for i in part], started=started)
+                mine = [inputs[i] for i in part]
+                vecs = await embed(ctx, mine, started=started)
                 # The next part goes to the model before this one goes to the database.
                 started = embed_texts_now(ctx.embedder, texts[p + 1], timeout) if p + 1 < len(parts) else None
-                mine = [inputs[i] for i in part]
                 searched = asyncio.ensure_future(_nearest(ctx.store, mine, vecs, k)) if k > 0 else None
                 try:
                     mine, assigned = await assign_topics(ctx, mine, vecs)
-                    near = await searched if searched is not None else [[] for _ in part]
+                    hits = await searched if searched is not None else [[] for _ in part]
                 finally:
                     if searched is not None:
                         searched.cancel()
-                for i, m, v, h in zip(part, mine, vecs, near, strict=True):
+                for i, m, v, h in zip(part, mine, vecs, hits, strict=True):
                     final[i], vectors[i], found[i] = m, v, h
                 yield part, stored_rows(mine, vecs, assigned)
         finally:
             if started is not None:
                 started.cancel()
-        # Every part is in: the links between memories of different parts (Store.insert_chunks
-        # asks the plan for its links after the last part).
-        if links.settings.relates_to_k > 0:
-            links.relates = relates_to(final, vectors, found, links.settings)
+        # Every part is in: the whole batch's similar reports and relates_to links, memories of
+        # different parts among them (Store.insert_chunks asks the plan for its links after the
+        # last part); step 5 with the neighbours already found.
+        near = await novelty(ctx, final, vectors, similar=similar, links=links, found=found)
 
     rows = prepared()
     try:
@@ -189,10 +189,6 @@ async def _remember_in_parts(
         raise
     finally:
         await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
-    near = [
-        tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) if limit > 0 else ()
-        for h in found
-    ]
     return _remembered(final, stored, near)
 
 
