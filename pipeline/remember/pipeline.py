@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -180,17 +181,14 @@ async def _remember_in_parts(
 
     rows = prepared()
     try:
-        stored = await ctx.store.insert_chunks(
-            rows,
-            len(inputs),
-            dict(Counter(m.project for m in inputs)),
-            model_id=ctx.embedder.vector_ids,
-            links=links,
-        )
-    except BaseException:
-        # The cached centroids took this batch, which was not stored.
-        ctx.topics.forget_cache({m.project for m in inputs})
-        raise
+        with _topics_kept_only_if_stored(ctx, inputs):
+            stored = await ctx.store.insert_chunks(
+                rows,
+                len(inputs),
+                dict(Counter(m.project for m in inputs)),
+                model_id=ctx.embedder.vector_ids,
+                links=links,
+            )
     finally:
         await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
     return _remembered(final, stored, near)
@@ -343,13 +341,20 @@ async def insert(
 ) -> list[Remembered]:
     """Step 7: the rows, with their entities and graph links, in one transaction."""
     rows = stored_rows(inputs, vectors, assigned, sequence)
-    try:
+    with _topics_kept_only_if_stored(ctx, inputs):
         results = await ctx.store.insert(rows, model_id=ctx.embedder.vector_ids, links=links)
+    return _remembered(inputs, results, near)
+
+
+@contextmanager
+def _topics_kept_only_if_stored(ctx: WriteContext, inputs: list[MemoryInput]) -> Iterator[None]:
+    """Around step 7's insert: if it fails, the projects' cached topic centroids, which step 6
+    moved towards this batch, are dropped (the batch was not stored)."""
+    try:
+        yield
     except BaseException:
-        # The cached centroids took this batch, which was not stored.
         ctx.topics.forget_cache({m.project for m in inputs})
         raise
-    return _remembered(inputs, results, near)
 
 
 def stored_rows(

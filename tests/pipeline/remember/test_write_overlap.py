@@ -266,3 +266,18 @@ async def test_a_batch_whose_second_insert_fails_takes_its_first_part_back(engin
     async with engine.store._connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM memories WHERE project = 'p'")
         assert (await cur.fetchone())[0] == 0
+
+
+@pytest.mark.parametrize("n", [3, 12])  # one INSERT; a batch in parts of 4
+async def test_a_batch_not_stored_leaves_no_cached_topics_behind(engine, monkeypatch, n):
+    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    await engine.remember_many(_batch("p")[:2])
+    assert "p" in engine.topics._auto  # the write cached the project's topics
+
+    async def full(conn, rows):
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(engine.store, "_insert_rows", full)
+    with pytest.raises(StoreError, match="disk is full"):
+        await engine.remember_many(_batch("p")[2 : 2 + n])
+    assert "p" not in engine.topics._auto
