@@ -200,6 +200,45 @@ class Item:
 class Query:
     text: str
     project: str
+    # Which of QUESTIONS it was made from, and the values it was filled with: what ``relevant``
+    # judges a memory by.
+    template: int = -1
+    slots: tuple[tuple[str, str], ...] = ()
+
+
+# Preferences that answer "Which tool does P prefer for A?" ("dislikes" does not).
+PREFERS = ("prefers", "always uses", "wants the team to use", "switched to")
+
+
+def relevant(query: Query, content: str) -> bool:
+    """Whether a memory of the corpus answers ``query``: it was made from the memory template the
+    question asks about, with the question's values (its project is the question's: recall searches
+    only that one). Judged from the text, so a store built by any earlier run is judged alike."""
+    v = dict(query.slots)
+    first = content.split(". ", 1)[0].removesuffix(".")  # the template's own sentence
+    match query.template:
+        case 0:  # Why did we move S off T?
+            return f" decided to move {v['s']} from {v['t']} to " in first
+        case 1:  # Which tool does P prefer for A?
+            return any(first.startswith(f"{v['p']} {w} ") for w in PREFERS) and first.endswith(
+                f" for {v['act']}"
+            )
+        case 2:  # What went wrong in the S incident?
+            return content.startswith(f"Incident on {v['s']} on ")
+        case 3:  # When is the S deadline and who owns it?
+            return content.startswith(f"Deadline: the {v['s']} ")
+        case 4:  # Who did I meet in C?
+            return content.startswith("Met ") and f" in {v['city']} to discuss " in first
+        case 5:  # What did we decide about T?
+            return (
+                f" to discuss {v['topic']};" in first
+                or f" agreed in the meeting about {v['topic']}." in content
+            )
+        case 6:  # Where does P's R live?
+            return content.startswith(f"{v['p']}'s {v['rel']} ")
+        case 7:  # What does the S team standardise on?
+            return content.startswith(f"The {v['s']} team agreed to drop ")
+    raise ValueError(f"a question of no known template: {query.text!r}")
 
 
 class Corpus:
@@ -213,10 +252,16 @@ class Corpus:
         self.projects, self._weights = list(names), list(weights)
 
     def _fill(self, rng: random.Random, template: str) -> str:
+        return template.format(**self._slots(rng))
+
+    @staticmethod
+    def _slots(rng: random.Random) -> dict[str, str]:
+        """One draw of every value a template may name (the same draws, in the same order, whatever
+        the template: the streams stay as they were)."""
         p, p2 = rng.sample(PEOPLE, 2)
         t, t2 = rng.sample(TECH, 2)
         when = START + timedelta(seconds=rng.randrange(SPAN_SECONDS))
-        return template.format(
+        return dict(
             p=p,
             p2=p2,
             first=rng.choice(PEOPLE).split()[0],
@@ -237,7 +282,7 @@ class Corpus:
             date=when.strftime("%-d %B %Y"),
             month=when.strftime("%B"),
             ticket=f"OPS-{rng.randrange(100, 9999)}",
-            n=rng.randrange(2, 90),
+            n=str(rng.randrange(2, 90)),
         )
 
     def _project(self, rng: random.Random) -> str:
@@ -255,4 +300,10 @@ class Corpus:
 
     def questions(self, n: int) -> list[Query]:
         rng = self._queries
-        return [Query(self._fill(rng, rng.choice(QUESTIONS)), self._project(rng)) for _ in range(n)]
+        out = []
+        for _ in range(n):
+            template = rng.choice(QUESTIONS)
+            slots = self._slots(rng)
+            named = tuple(sorted((k, v) for k, v in slots.items() if "{" + k + "}" in template))
+            out.append(Query(template.format(**slots), self._project(rng), QUESTIONS.index(template), named))
+        return out

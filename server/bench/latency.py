@@ -39,7 +39,7 @@ from memlane.server.bench.common import (
     timed_recall,
     versions,
 )
-from memlane.server.bench.corpus import Corpus, Query
+from memlane.server.bench.corpus import QUESTIONS, Corpus, Query, relevant
 
 BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step stored with real embeddings and also embedded bare
@@ -400,6 +400,7 @@ async def measure_recall(
     about half as long right after), so neither side always gets the warm run."""
     engine, k = ctx.engine, ctx.engine.config.recall.candidates_per_arm
     wall, stage_ms, f_embed, f_query = [], defaultdict(list), [], []
+    judged: list[tuple[Query, list[bool]]] = []
     for q in queries[:WARMUP_QUERIES]:
         await timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
         await floor_query(ctx, projects[q.project], q.text, k)
@@ -424,6 +425,7 @@ async def measure_recall(
             if not i % 2:
                 floor = await metered("floor", floor_query(ctx, projects[q.project], q.text, k))
             wall.append(ms)
+            judged.append((q, [relevant(q, m.content) for m, _ in result.memories]))
             for st in result.trace.stages:
                 stage_ms[st.stage].append(st.ms)
             f_embed.append(floor[0])
@@ -432,11 +434,40 @@ async def measure_recall(
     floor = [e + q for e, q in zip(f_embed, f_query, strict=True)]
     return {
         "recall": {**percentiles(wall), "stages": stage_percentiles(stage_ms)},
+        "quality": precision(judged),
         "floor": {**percentiles(floor), "embed": percentiles(f_embed), "query": percentiles(f_query), "k": k},
         "cpu": {
             "recall": _cpu_summary(cpu["recall"]),
             "floor": _cpu_summary(cpu["floor"]),
             "cores": os.cpu_count(),
+        },
+    }
+
+
+QUALITY_AT = (1, 5, 10)
+
+
+def precision(judged: list[tuple[Query, list[bool]]]) -> dict[str, Any]:
+    """What the timed recalls returned, judged by the corpus's templates (``corpus.relevant``): the
+    mean share of relevant memories among the first k returned (a recall that returned fewer than
+    k counts the missing ones as not relevant), over all questions and per question template. The
+    bounds on the arms' work (recall.keyword_max_postings, graph.max_entity_degree) trade this at
+    large sizes, where LoCoMo's 600-turn conversations cannot show it."""
+
+    def at(rows: list[list[bool]]) -> dict[str, float | None]:
+        return {
+            f"p@{k}": round(sum(sum(r[:k]) / k for r in rows) / len(rows), 4) if rows else None
+            for k in QUALITY_AT
+        }
+
+    by_template: dict[int, list[list[bool]]] = defaultdict(list)
+    for q, hits in judged:
+        by_template[q.template].append(hits)
+    return {
+        "questions": len(judged),
+        **at([hits for _, hits in judged]),
+        "by_template": {
+            QUESTIONS[t]: {"questions": len(rows), **at(rows)} for t, rows in sorted(by_template.items())
         },
     }
 

@@ -304,6 +304,20 @@ def latency_markdown(r: dict[str, Any]) -> str:
                 for c in [s["cpu"]]
             ],
         )
+    judged = [s for s in r["sizes"] if s.get("quality", {}).get("questions")]  # (older reports have none)
+    if judged:
+        lines += [
+            "",
+            "### What recall returned (share of relevant memories among the first k, by the corpus's templates)",
+            "",
+        ]
+        lines += _table(
+            ["memories", "questions", "p@1", "p@5", "p@10"],
+            [
+                [s["memories"], s["quality"]["questions"], *(s["quality"][f"p@{k}"] for k in (1, 5, 10))]
+                for s in judged
+            ],
+        )
     paired = r.get("growth_taking_turns")
     if paired:
         lines += ["", "### Growth, taking turns with a copy of the store at the reference size", ""]

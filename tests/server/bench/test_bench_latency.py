@@ -5,6 +5,7 @@ the memory and bounds a size reports are there. Small sizes, on the session's Po
 from __future__ import annotations
 
 import asyncio
+import random
 
 import numpy as np
 import psycopg
@@ -74,6 +75,12 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
     assert names[2] == "recall p50 at the largest size (none over 10k) / p50 at 10k"
     assert result["targets"][2]["result"] == "not measured"
     assert "Pool path" in report.latency_markdown(result)
+    # What the timed recalls returned, judged by the corpus's templates, at each size.
+    for s in result["sizes"]:
+        q = s["quality"]
+        assert q["questions"] == 3 and sum(t["questions"] for t in q["by_template"].values()) == 3
+        assert all(0.0 <= q[f"p@{k}"] <= 1.0 for k in latency.QUALITY_AT)
+    assert "share of relevant memories" in report.latency_markdown(result)
     with psycopg.connect(database_url) as conn:  # the run's projects are gone
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
         # Settled before the timed parts: vacuumed and analysed by the bench, not by autovacuum.
@@ -222,3 +229,61 @@ def test_the_cli_defaults_are_the_benchmark_s_own():
     from memlane.server.cli import bench as cli
 
     assert (cli.DEFAULT_POOL, cli.DEFAULT_CONCURRENCY) == (latency.POOL, latency.BUILD_CONCURRENCY)
+
+
+# Which memory template answers each question template (corpus.MAIN and corpus.QUESTIONS, by index):
+# "Who did I meet in C?" and "What did we decide about T?" are both answered by a meeting.
+ANSWERED_BY = {0: 0, 1: 1, 2: 2, 3: 4, 4: 3, 5: 3, 6: 5, 7: 6}
+
+
+def test_a_question_is_answered_by_its_template_with_its_values_and_nothing_else():
+    from memlane.server.bench import corpus
+
+    questions = Corpus(7).questions(300)
+    assert {q.template for q in questions} == set(range(len(corpus.QUESTIONS)))
+    filler = Corpus._slots(random.Random(3))
+    for q in questions:
+        values = {**filler, **dict(q.slots)}
+        values["pref"] = "prefers"  # the form the question asks about
+        answer = corpus.MAIN[ANSWERED_BY[q.template]]
+        assert corpus.relevant(q, answer.format(**values)), (q.text, answer)
+        # A memory goes on after its template's sentence (corpus.EXTRA): still an answer.
+        followed = answer.format(**values) + " " + corpus.EXTRA[0].format(**values)
+        assert corpus.relevant(q, followed), (q.text, followed)
+        for i, other in enumerate(corpus.MAIN):
+            if i != ANSWERED_BY[q.template]:
+                assert not corpus.relevant(q, other.format(**values)), (q.text, other)
+        # The right template with another value of what the question names is not an answer.
+        for name, value in q.slots:
+            pool = {
+                "p": corpus.PEOPLE,
+                "s": corpus.SERVICES,
+                "t": corpus.TECH,
+                "act": corpus.ACTIVITIES,
+                "city": corpus.CITIES,
+                "topic": corpus.TOPICS,
+                "rel": corpus.RELATIONS,
+            }[name]
+            changed = next(x for x in pool if x != value and value not in x and x not in value)
+            assert not corpus.relevant(q, answer.format(**{**values, name: changed})), (q.text, name)
+    liked = next(q for q in questions if q.template == 1)
+    values = {**filler, **dict(liked.slots), "pref": "dislikes"}
+    assert not corpus.relevant(liked, corpus.MAIN[1].format(**values))
+
+
+def test_what_recall_returned_is_scored_per_template():
+    from memlane.server.bench.corpus import Query
+
+    met = Query("Who did I meet in Oslo?", "p", 4, (("city", "Oslo"),))
+    moved = Query("Why did we move billing off Kafka?", "p", 0, (("s", "billing"), ("t", "Kafka")))
+    out = latency.precision([(met, [True, False, True]), (moved, [False] * 10)])
+    assert out["questions"] == 2
+    assert out["p@1"] == pytest.approx((1 + 0) / 2)
+    assert out["p@5"] == pytest.approx((2 / 5 + 0) / 2)  # fewer than 5 returned: the rest count as misses
+    assert out["by_template"]["Who did I meet in {city}?"] == {
+        "questions": 1,
+        "p@1": 1.0,
+        "p@5": 0.4,
+        "p@10": 0.2,
+    }
+    assert latency.precision([])["p@5"] is None
