@@ -311,12 +311,10 @@ def latency_markdown(r: dict[str, Any]) -> str:
             "### What recall returned (share of relevant memories among the first k, by the corpus's templates)",
             "",
         ]
+        at = [key for key in judged[0]["quality"] if key.startswith("p@")]  # as the run measured them
         lines += _table(
-            ["memories", "questions", "p@1", "p@5", "p@10"],
-            [
-                [s["memories"], s["quality"]["questions"], *(s["quality"][f"p@{k}"] for k in (1, 5, 10))]
-                for s in judged
-            ],
+            ["memories", "questions", *at],
+            [[s["memories"], s["quality"]["questions"], *(s["quality"][key] for key in at)] for s in judged],
         )
     paired = r.get("growth_taking_turns")
     if paired:
