@@ -333,10 +333,14 @@ class RecallConfig(Section):
         default=2000, ge=1, description="Token budget (cl100k_base) of a recall result when none is given."
     )
     max_query_chars: int = Field(default=4000, ge=1, description="Longest recall question (characters).")
-    # 30 (was 50): the same R@10 on the LoCoMo development set through the tool path, and every
-    # candidate costs a row, a score per arm and its place in every later stage.
+    # 20 (was 30, 50 before): the same R@10 on the LoCoMo development set through the tool path,
+    # and every candidate costs a row, a score per arm and its place in every later stage. A recall
+    # asking for more memories than this gets that many per arm (``RecallConfig.per_arm``).
     candidates_per_arm: int = Field(
-        default=30, ge=1, le=1000, description="How many hits each retrieval arm returns."
+        default=20,
+        ge=1,
+        le=1000,
+        description="How many hits each retrieval arm returns (at least the recall's limit).",
     )
     fusion: Literal["score", "rrf", "rrf_vector"] = Field(
         default="score",
@@ -483,6 +487,11 @@ class RecallConfig(Section):
             raise ValueError(f"recall.max_limit ({v}) must be >= recall.default_limit ({default})")
         return v
 
+    def per_arm(self, limit: int) -> int:
+        """Hits each retrieval arm returns for a recall of ``limit`` memories: a caller asking for
+        more than ``candidates_per_arm`` can still get that many from one arm."""
+        return max(self.candidates_per_arm, limit)
+
 
 class TemporalConfig(Section):
     """The time-expression parser and the temporal retrieval arm (pipeline/time/parser.py,
@@ -549,6 +558,15 @@ class GraphConfig(Section):
         le=200,
         description="Top keyword hits the graph arm starts from (the fused hits of the other arms when "
         "the keyword arm found none).",
+    )
+    # More than recall.candidates_per_arm: the hits no store arm returned are most of the graph's
+    # recall, and with as few as the store arms' it lost recall on LoCoMo with long replies.
+    max_hits: int = Field(
+        default=30,
+        ge=1,
+        le=1000,
+        description="Most memories the graph arm adds to a recall's candidates (at least the recall's "
+        "limit and graph.entry_points).",
     )
     expand_low: int = Field(default=10, ge=1, le=10000, description="Nodes expanded at recall budget low.")
     expand_mid: int = Field(default=30, ge=1, le=10000, description="Nodes expanded at recall budget mid.")

@@ -396,8 +396,8 @@ async def prepare(ctx, query) -> dict[int, str]:
 @dataclass(slots=True)
 class Expansion:
     """What the graph reached from its entry points: memory ids with their scores, best first (at
-    most ``max(recall.candidates_per_arm, graph.entry_points)``), and what the run did (the
-    trace's ``detail.graph``)."""
+    most ``max(graph.max_hits, the recall's limit, graph.entry_points)``), and what the
+    run did (the trace's ``detail.graph``)."""
 
     ranked: list[tuple[UUID, float]]
     detail: dict[str, Any]
@@ -448,7 +448,7 @@ async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -
         }
     )
     detail.setdefault("expanded", 0)
-    limit = max(ctx.config.recall.candidates_per_arm, cfg.entry_points)
+    limit = max(cfg.max_hits, ctx.request.limit, cfg.entry_points)
     # Activation received can add up past 1.
     ranked = sorted(((m, min(v, 1.0)) for m, v in scores.items()), key=lambda kv: (-kv[1], _order(kv[0])))
     if "reached" in detail:

@@ -61,7 +61,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
     to_embed = texts + ([query.hypothetical] if query.hypothetical else [])
     filters = {
         "project": req.project,
-        "k": cfg.candidates_per_arm,
+        "k": cfg.per_arm(req.limit),
         "category": req.category,
         "tags": req.tags,
         "common_df": cfg.keyword_common_df,

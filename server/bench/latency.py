@@ -398,7 +398,8 @@ async def measure_recall(
     """Recall and floor for each question, taking turns at going first: whichever runs second
     finds the question's part of the vector index in the CPU caches (the same top-k query takes
     about half as long right after), so neither side always gets the warm run."""
-    engine, k = ctx.engine, ctx.engine.config.recall.candidates_per_arm
+    engine = ctx.engine
+    k = engine.config.recall.per_arm(engine.config.recall.default_limit)  # the vector arm's k
     wall, stage_ms, f_embed, f_query = [], defaultdict(list), [], []
     judged: list[tuple[Query, list[bool]]] = []
     for q in queries[:WARMUP_QUERIES]:

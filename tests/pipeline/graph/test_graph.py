@@ -448,7 +448,8 @@ async def test_the_graph_starts_from_the_keyword_hits_or_after_the_other_arms_wh
 
 async def test_graph_hits_carry_exact_scores_of_the_store_arms(engine):
     await seed_conversation(engine)
-    req = engine.recall_request("What did Caroline adopt from the shelter?")
+    # Two hits per arm (a recall's limit raises its arms' k: RecallConfig.per_arm).
+    req = engine.recall_request("What did Caroline adopt from the shelter?", limit=2)
     config = engine.config.model_copy(
         update={"recall": engine.config.recall.model_copy(update={"candidates_per_arm": 2})}
     )
@@ -460,6 +461,31 @@ async def test_graph_hits_carry_exact_scores_of_the_store_arms(engine):
     # Scored exactly on the store arms (for fusion and the floor), though not in their lists.
     assert {"graph", "vector", "keyword"} <= set(retrieved.scores[neighbour])
     assert all(str(m.id) != neighbour for m, _ in retrieved.lists["vector"])
+
+
+@pytest.mark.parametrize(("limit", "hits"), [(2, 4), (6, 6)])
+async def test_the_graph_arm_adds_at_most_max_hits_or_the_recall_s_limit(
+    engine_config, open_engine, limit, hits
+):
+    """graph.max_hits bounds the graph's own list, whatever recall.candidates_per_arm is; a recall
+    asking for more memories than it gets that many (two entry points reach six turns or more)."""
+    config = engine_config.model_copy(
+        update={
+            "graph": engine_config.graph.model_copy(update={"max_hits": 4, "entry_points": 2}),
+            "recall": engine_config.recall.model_copy(update={"candidates_per_arm": 2}),
+        }
+    )
+    eng = await open_engine(config)
+    await eng.remember_many(
+        [
+            {"content": f"Turn {i}: the lighthouse keeper logged storm {i}", "source": "s", "position": i}
+            for i in range(30)
+        ]
+    )
+    req = eng.recall_request("What did the lighthouse keeper log?", limit=limit)
+    ctx = RecallContext(config=config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
+    retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
+    assert len(retrieved.lists["graph"]) == hits
 
 
 async def test_graph_off_and_mpfp(engine):

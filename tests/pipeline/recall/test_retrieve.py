@@ -142,10 +142,29 @@ async def test_the_keyword_arm_reads_at_most_max_postings_and_the_trace_says_so(
     }
     hits = stage.detail["hits"].get("keyword", [])
     contents = [(await engine.store.get(UUID(h[0]))).content for h in hits]
-    assert len(hits) == min(sum(postings[w] for w in selected), engine.config.recall.candidates_per_arm)
+    assert len(hits) == min(sum(postings[w] for w in selected), engine.config.recall.per_arm(req.limit))
     assert all(any(w in c for w in selected) for c in contents)
     graph = stage.detail["graph"]["bound"]
     assert graph["max_entity_degree"] == engine.config.graph.max_entity_degree and graph["per_node"] > 0
+
+
+@pytest.mark.parametrize(("limit", "per_arm"), [(2, 4), (9, 9)])
+async def test_a_recall_asking_for_more_than_candidates_per_arm_gets_that_many_per_arm(
+    engine_config, open_engine, limit, per_arm
+):
+    """recall.candidates_per_arm is a floor: a caller asking for more memories than it gets that
+    many from each arm, so the limit is never out of reach for want of candidates."""
+    recall = engine_config.recall.model_copy(update={"candidates_per_arm": 4})
+    engine = await open_engine(engine_config.model_copy(update={"recall": recall}))
+    await engine.remember_many(
+        [{"content": f"Ticket {i}: the invoice export failed for customer {i}"} for i in range(12)]
+    )
+    req = engine.recall_request("invoice export failed", limit=limit, explain=True)
+    result = await engine.recall(req, touch=False)
+    [stage] = [s for s in result.trace.stages if s.stage == "retrieval"]
+    assert len(stage.detail["hits"]["keyword"]) == per_arm
+    assert len(stage.detail["hits"]["vector"]) == per_arm
+    assert len(result.memories) == limit
 
 
 async def test_the_question_is_embedded_once_from_the_start_of_the_recall(engine, monkeypatch):

@@ -317,7 +317,7 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
         ]
         await eng.remember_many([{"content": t, "source": "chat-1"} for t in turns])
         question = "Why did Dana move billing to PostgreSQL?"
-        res = await eng.recall(eng.recall_request(question, limit=10), touch=False)
+        res = await eng.recall(eng.recall_request(question, limit=2), touch=False)  # 2 per arm
         retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
         assert retrieval.detail["graph"]["new_hits"] >= 1
         q = e5.embed_query(question)
