@@ -333,9 +333,9 @@ class RecallConfig(Section):
         default=2000, ge=1, description="Token budget (cl100k_base) of a recall result when none is given."
     )
     max_query_chars: int = Field(default=4000, ge=1, description="Longest recall question (characters).")
-    # 20 (was 30, 50 before): the same R@10 on the LoCoMo development set through the tool path,
-    # and every candidate costs a row, a score per arm and its place in every later stage. A recall
-    # asking for more memories than this gets that many per arm (``RecallConfig.per_arm``).
+    # 20: the same R@10 on the LoCoMo development set through the tool path as more, and every
+    # candidate costs a row, a score per arm and its place in every later stage. A recall asking
+    # for more memories than this gets that many per arm (``RecallConfig.per_arm``).
     candidates_per_arm: int = Field(
         default=20,
         ge=1,
