@@ -57,11 +57,11 @@ test-torch: $(TORCH_VENV)/bin/memlane
 
 # PNGs of every page of the memory browser over a demo store, for docs/browser.md.
 screenshots: $(BIN)/memlane browser
-	$(BIN)/python -m memlane.server.ui.screenshots --output bench/results/ui
+	$(BIN)/python -m memlane.bench.screenshots --output bench/results/ui
 
 lint: $(BIN)/memlane
-	$(BIN)/ruff check server pipeline prompts tests
-	$(BIN)/ruff format --check server pipeline prompts tests
+	$(BIN)/ruff check server pipeline prompts bench tests
+	$(BIN)/ruff format --check server pipeline prompts bench tests
 	$(BIN)/lint-imports
 
 # Pages that restate the code (the configuration reference, the results tables rendered from

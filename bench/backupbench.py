@@ -19,10 +19,10 @@ import time
 import uuid
 from typing import Any
 
+from memlane.bench.common import bench_engine, config_snapshot, progress, versions
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.store import backup as backups
 from memlane.pipeline.store import vectors
-from memlane.server.bench.common import bench_engine, config_snapshot, progress, versions
 
 
 def _rows(n: int, projects: int, dim: int, seed: int):

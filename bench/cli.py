@@ -281,7 +281,7 @@ def _write(report: dict[str, Any], markdown: str, args, plot_fn=None) -> None:
 
 
 def _locomo(args, settings) -> int:
-    from memlane.server.bench import locomo, report
+    from memlane.bench import locomo, report
 
     data = Path(args.data)
     if not data.exists():
@@ -289,7 +289,7 @@ def _locomo(args, settings) -> int:
         return 2
     embedder = None
     if getattr(args, "stored_with", None):
-        from memlane.server.bench.crossmodel import stored_with
+        from memlane.bench.crossmodel import stored_with
 
         embedder = stored_with(args.stored_with, settings.engine().embedding)
     result = aio.run(
@@ -310,7 +310,7 @@ def _locomo(args, settings) -> int:
 
 
 def _latency(args, settings) -> int:
-    from memlane.server.bench import latency, report
+    from memlane.bench import latency, report
 
     result = aio.run(
         latency.run(
@@ -330,7 +330,7 @@ def _latency(args, settings) -> int:
 
 
 def _mcp(args, settings) -> int:
-    from memlane.server.bench import mcpbench, report
+    from memlane.bench import mcpbench, report
 
     result = aio.run(
         mcpbench.run(
@@ -348,7 +348,7 @@ def _mcp(args, settings) -> int:
 
 
 def _footprint(args, settings) -> int:
-    from memlane.server.bench import footprint
+    from memlane.bench import footprint
 
     result = aio.run(footprint.run(args.conversation, install=args.install))
     _write(result, footprint.markdown(result), args)
@@ -356,7 +356,7 @@ def _footprint(args, settings) -> int:
 
 
 def _llm(args, settings) -> int:
-    from memlane.server.bench import llmbench
+    from memlane.bench import llmbench
 
     result = aio.run(
         llmbench.run(
@@ -373,7 +373,7 @@ def _llm(args, settings) -> int:
 
 
 def _load(args, settings) -> int:
-    from memlane.server.bench import loadbench
+    from memlane.bench import loadbench
 
     if not args.seconds > 0 or not 0.0 <= args.write_share <= 1.0:
         print("memlane bench load: --seconds must be positive and --write-share within 0..1", file=sys.stderr)
@@ -406,9 +406,9 @@ def _load(args, settings) -> int:
 
 
 def _backup(args, settings) -> int:
-    """Always on a temporary embedded server (server/bench/backupbench.py): the settings' store is
+    """Always on a temporary embedded server (bench/backupbench.py): the settings' store is
     never copied."""
-    from memlane.server.bench import backupbench
+    from memlane.bench import backupbench
 
     result = aio.run(
         backupbench.run(
@@ -424,8 +424,8 @@ def _backup(args, settings) -> int:
 
 
 def _replica(args, settings) -> int:
-    """Always on its own temporary primary and standby (server/bench/replicabench.py)."""
-    from memlane.server.bench import replicabench
+    """Always on its own temporary primary and standby (bench/replicabench.py)."""
+    from memlane.bench import replicabench
 
     result = aio.run(
         replicabench.run(pairs=args.pairs, stopped_pairs=args.stopped_pairs, wait_ms=args.wait_ms)
@@ -435,7 +435,7 @@ def _replica(args, settings) -> int:
 
 
 def _maintain(args, settings) -> int:
-    from memlane.server.bench import upkeep
+    from memlane.bench import upkeep
 
     if args.memories < 1 or args.every < 2:
         print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
@@ -448,7 +448,7 @@ def _maintain(args, settings) -> int:
 
 
 def _topics(args, settings) -> int:
-    from memlane.server.bench import topicsbench
+    from memlane.bench import topicsbench
 
     missing = [f for f in [*args.files, args.taxonomy] if not Path(f).is_file()]
     if missing:
@@ -462,7 +462,7 @@ def _topics(args, settings) -> int:
 
 
 def _report(args, settings) -> int:
-    from memlane.server.bench import report
+    from memlane.bench import report
 
     parts = []
     for f in args.files:
@@ -480,7 +480,7 @@ def _report(args, settings) -> int:
 
 def _default_locomo() -> Path | None:
     """../shared/locomo next to the checkout (or the working directory), when it is there."""
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[1]
     for base in (Path.cwd(), here):
         candidate = base / ".." / "shared" / "locomo"
         if candidate.is_dir() and any(candidate.glob("*.json")):

@@ -154,7 +154,7 @@ def package_versions() -> dict[str, str | None]:
 
 def git_commit() -> str | None:
     """The checkout's commit (and '+dirty'), when the code runs from a git work tree."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     try:
         rev = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],

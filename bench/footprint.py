@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memlane.server.bench.common import versions
-from memlane.server.bench.corpus import Corpus
-from memlane.server.bench.mcpbench import _check, server_command
+from memlane.bench.common import versions
+from memlane.bench.corpus import Corpus
+from memlane.bench.mcpbench import _check, server_command
 
 
 def _processes(server_pid: int, pgdata: Path) -> list:
@@ -141,7 +141,7 @@ def install_size(source: Path) -> dict[str, Any]:
 
 async def run(conversation: str | None, *, install: bool, source: Path | None = None) -> dict[str, Any]:
     if conversation:
-        from memlane.server.bench.locomo_data import load_conversations
+        from memlane.bench.locomo_data import load_conversations
 
         conv = load_conversations(conversation)[0]
         turns = [(t.content, t.occurred_at) for t in conv.turns]
@@ -155,7 +155,7 @@ async def run(conversation: str | None, *, install: bool, source: Path | None = 
     report: dict[str, Any] = {"benchmark": "footprint", "resident": await resident(turns, questions)}
     report["resident"]["what"] = what
     if install:
-        report["install"] = install_size(source or Path(__file__).resolve().parents[2])
+        report["install"] = install_size(source or Path(__file__).resolve().parents[1])
     report["versions"] = await versions()
     return report
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memlane.server.bench.common import (
+from memlane.bench.common import (
     BenchContext,
     bench_engine,
     chunks,
@@ -39,7 +39,7 @@ from memlane.server.bench.common import (
     timed_recall,
     versions,
 )
-from memlane.server.bench.corpus import QUESTIONS, Corpus, Query, relevant
+from memlane.bench.corpus import QUESTIONS, Corpus, Query, relevant
 
 BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step stored with real embeddings and also embedded bare
@@ -92,7 +92,7 @@ class PoolEmbedder:
 
     @staticmethod
     def _key(text: str) -> tuple:
-        from memlane.server.bench.corpus import PEOPLE, SERVICES
+        from memlane.bench.corpus import PEOPLE, SERVICES
 
         person = next((p for p in PEOPLE if p in text), None)
         return person, next((s for s in SERVICES if s in text), None)
@@ -647,7 +647,7 @@ def memory(ctx: BenchContext) -> dict[str, Any] | None:
     embedded PostgreSQL's processes; None on a database the bench did not start."""
     from pathlib import Path
 
-    from memlane.server.bench.footprint import memory_of
+    from memlane.bench.footprint import memory_of
 
     data_dir = ctx.engine.config.data_dir
     if data_dir is None or ctx.engine.config.database.url is not None:
@@ -747,7 +747,7 @@ async def run(
                 "corpus": {
                     "seed": seed,
                     "projects": len(corpus.projects),
-                    "generator": "memlane.server.bench.corpus",
+                    "generator": "memlane.bench.corpus",
                 },
                 "sizes": list(out_sizes),
                 "growth": growth_table(out_sizes),

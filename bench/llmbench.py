@@ -14,9 +14,7 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any
 
-from memlane.pipeline.config import LLMConfig
-from memlane.pipeline.llm.service import LLMService
-from memlane.server.bench.common import (
+from memlane.bench.common import (
     bench_engine,
     config_snapshot,
     percentiles,
@@ -25,9 +23,11 @@ from memlane.server.bench.common import (
     timed_recall,
     versions,
 )
-from memlane.server.bench.corpus import Corpus
-from memlane.server.bench.latency import grow
-from memlane.server.bench.llmstub import StubLLM
+from memlane.bench.corpus import Corpus
+from memlane.bench.latency import grow
+from memlane.pipeline.config import LLMConfig
+from memlane.pipeline.llm.service import LLMService
+from memlane.pipeline.providers.llm.stub import StubLLM
 
 WARMUP = 3
 BUDGET_ROUND_TRIPS = 2.5

@@ -6,7 +6,7 @@ that every server answers a fixed set of questions exactly as one fresh server a
 The database: a temporary embedded one the bench starts (the servers join it), the configured one,
 ``--database-url URL`` (an external PostgreSQL, as production runs it: the servers get it as
 ``database.url``), or ``--database-url standalone``: a standalone PostgreSQL 18 + pgvector server
-the bench starts from the embedded package's binaries (server/bench/postgres.py) with a database
+the bench starts from the embedded package's binaries (pipeline/store/standalone.py) with a database
 owned by a role that is no superuser, stopped and removed afterwards.
 
 The clients speak the 2026-07-28 protocol, whose requests are self-contained, through a round-robin
@@ -48,11 +48,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from memlane.bench.common import stop_embedded, uses_configured_store, versions
+from memlane.bench.corpus import Corpus
+from memlane.bench.mcpbench import server_command, server_env
 from memlane.pipeline.store.embedded import start_embedded
 from memlane.pipeline.store.vectors import INDEX_RECHECK_S, PROJECT_INDEX_MIN
-from memlane.server.bench.common import stop_embedded, uses_configured_store, versions
-from memlane.server.bench.corpus import Corpus
-from memlane.server.bench.mcpbench import server_command, server_env
 
 # How long a server may take to answer its first recall (database joined, model loaded); generous
 # for a loaded laptop. Never reached when things work.
@@ -362,7 +362,7 @@ async def run(
     cfg = settings.engine()
     standalone = None
     if database_url == STANDALONE:
-        from memlane.server.bench.postgres import StandalonePostgres
+        from memlane.pipeline.store.standalone import StandalonePostgres
 
         print("starting a standalone PostgreSQL server", file=sys.stderr)
         standalone = StandalonePostgres(Path(tempfile.mkdtemp(prefix="memlane-bench-pg-")))

@@ -27,9 +27,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memlane.pipeline.recall import arms as arm_registry
-from memlane.server.bench import adjustments, unrelated
-from memlane.server.bench.common import (
+from memlane.bench import adjustments, unrelated
+from memlane.bench.common import (
     BenchContext,
     bench_engine,
     chunks,
@@ -40,7 +39,7 @@ from memlane.server.bench.common import (
     timed_recall,
     versions,
 )
-from memlane.server.bench.locomo_data import (
+from memlane.bench.locomo_data import (
     EVIDENCE_RULES,
     REFERENCE_TIME_RULE,
     SHAPE_RULE,
@@ -49,7 +48,8 @@ from memlane.server.bench.locomo_data import (
     load_conversations,
     long_replies,
 )
-from memlane.server.bench.methods import Method, ablation_methods, recall_settings
+from memlane.bench.methods import Method, ablation_methods, recall_settings
+from memlane.pipeline.recall import arms as arm_registry
 from memlane.server.mcp.tools import ingest_text, recall_memories, remember_memory
 
 PATHS = ("tool", "batch", "ingest")

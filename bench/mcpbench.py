@@ -26,15 +26,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from memlane.pipeline.store.embedded import start_embedded
-from memlane.server.bench.common import (
+from memlane.bench.common import (
     delete_projects,
     percentiles,
     stop_embedded,
     uses_configured_store,
     versions,
 )
-from memlane.server.bench.corpus import Corpus
+from memlane.bench.corpus import Corpus
+from memlane.pipeline.store.embedded import start_embedded
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -162,7 +162,7 @@ async def run(
 
     turns = None
     if conversation:
-        from memlane.server.bench.locomo_data import load_conversations
+        from memlane.bench.locomo_data import load_conversations
 
         turns = [(t.content, t.occurred_at) for t in load_conversations(conversation)[0].turns]
         calls = min(calls, len(turns)) if calls else len(turns)

@@ -1,6 +1,6 @@
 """``memlane bench replica``: read-your-writes through a read replica, on the tool path.
 
-A standalone primary and a streaming hot standby of it (``pg_basebackup -R``, server/bench/
+A standalone primary and a streaming hot standby of it (``pg_basebackup -R``, bench/
 postgres.py) in a temporary directory; an MCP client in this process on ``build_server`` with
 ``database.read_urls`` naming the standby. Three phases of remember -> immediate recall pairs, each
 remember a new fact with a unique marker and each recall (``explain``) a question about it:
@@ -28,9 +28,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from memlane.bench.common import percentiles, versions
 from memlane.pipeline.config import DatabaseConfig
-from memlane.server.bench.common import percentiles, versions
-from memlane.server.bench.postgres import StandalonePostgres
+from memlane.pipeline.store.standalone import StandalonePostgres
 
 BACK_TIMEOUT_S = 60.0  # phase 3 gives up after this long without a replica read
 

@@ -427,15 +427,15 @@ def mcp_markdown(r: dict[str, Any]) -> str:
 
 # The module that renders each benchmark's report; LoCoMo's report names its dataset instead.
 RENDERERS = {
-    "locomo": ("memlane.server.bench.report", "locomo_markdown"),
-    "latency": ("memlane.server.bench.report", "latency_markdown"),
-    "mcp": ("memlane.server.bench.report", "mcp_markdown"),
-    "footprint": ("memlane.server.bench.footprint", "markdown"),
-    "llm": ("memlane.server.bench.llmbench", "markdown"),
-    "load": ("memlane.server.bench.loadbench", "markdown"),
-    "maintain": ("memlane.server.bench.upkeep", "markdown"),
-    "topics": ("memlane.server.bench.topicsbench", "markdown"),
-    "backup": ("memlane.server.bench.backupbench", "markdown"),
+    "locomo": ("memlane.bench.report", "locomo_markdown"),
+    "latency": ("memlane.bench.report", "latency_markdown"),
+    "mcp": ("memlane.bench.report", "mcp_markdown"),
+    "footprint": ("memlane.bench.footprint", "markdown"),
+    "llm": ("memlane.bench.llmbench", "markdown"),
+    "load": ("memlane.bench.loadbench", "markdown"),
+    "maintain": ("memlane.bench.upkeep", "markdown"),
+    "topics": ("memlane.bench.topicsbench", "markdown"),
+    "backup": ("memlane.bench.backupbench", "markdown"),
 }
 VIEWS = ("full", "summary")
 

@@ -5,7 +5,7 @@ over a few months, some recalls so "most recalled" has something to show), runs 
 free loopback port and photographs each page with headless Chromium. Needs selenium (the ``test``
 extra) and Debian's chromium + chromium-driver.
 
-    python -m memlane.server.ui.screenshots --output bench/results/ui
+    python -m memlane.bench.screenshots --output bench/results/ui
 """
 
 from __future__ import annotations

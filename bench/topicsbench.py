@@ -21,13 +21,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from memlane.bench.common import versions
 from memlane.pipeline.config import TopicsConfig
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.remember.facttypes import FACT_TYPES, classify
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.topics import Topics
 from memlane.pipeline.remember.topics_llm import TopicsLLM
-from memlane.server.bench.common import versions
 
 
 class _NoStore:

@@ -1,6 +1,6 @@
 """Page timings of the memory browser on a large store.
 
-    python -m memlane.server.ui.timing 100000 /tmp/memlane-ui-100k
+    python -m memlane.bench.ui_timing 100000 /tmp/memlane-ui-100k
 
 Fills project ``big`` of the embedded store in DIR up to N synthetic memories (template sentences,
 random unit-scale vectors: list and keyword timings are real, vector scores meaningless), then

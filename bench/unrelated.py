@@ -1,4 +1,4 @@
-"""Questions that no memory answers (server/bench/unrelated.txt): general knowledge and other
+"""Questions that no memory answers (bench/unrelated.txt): general knowledge and other
 domains, asked against each LoCoMo conversation's project. A good recall returns nothing for them
 (the relevance floor must not pad the answer with the least bad memories)."""
 
@@ -8,13 +8,13 @@ from importlib.resources import files
 from statistics import fmean
 from typing import Any
 
+from memlane.bench.common import percentiles
 from memlane.pipeline.recall import render
 from memlane.pipeline.tokens import count_tokens
-from memlane.server.bench.common import percentiles
 
 
 def load_questions() -> list[str]:
-    text = files("memlane.server.bench").joinpath("unrelated.txt").read_text(encoding="utf-8")
+    text = files("memlane.bench").joinpath("unrelated.txt").read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

@@ -16,15 +16,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memlane.pipeline import maintain
-from memlane.server.bench.common import (
+from memlane.bench.common import (
     BenchContext,
     bench_engine,
     config_snapshot,
     progress,
     versions,
 )
-from memlane.server.bench.corpus import Corpus
+from memlane.bench.corpus import Corpus
+from memlane.pipeline import maintain
 
 BATCH_SIZE = 256
 

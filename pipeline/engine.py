@@ -23,7 +23,7 @@ from memlane.pipeline.llm.service import LLMService
 from memlane.pipeline.providers.embedding import BUILTIN_MODELS, is_explicit, make_embedder
 from memlane.pipeline.providers.embedding.base import Embedder
 from memlane.pipeline.providers.llm.base import LLM
-from memlane.pipeline.recall import pipeline as recall_pipeline
+from memlane.pipeline.recall import run
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.records import (
     Memory,
@@ -31,8 +31,7 @@ from memlane.pipeline.records import (
     RecallResult,
     Remembered,
 )
-from memlane.pipeline.remember import ingest, topics_llm
-from memlane.pipeline.remember import pipeline as remember_pipeline
+from memlane.pipeline.remember import ingest, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.facttypes import fact_type_value, fact_types_filter
 from memlane.pipeline.remember.ingest import IngestResult
@@ -264,9 +263,7 @@ class Engine:
         content is an acknowledgement that ``filter.exclude_patterns`` names (``content_filter.py``).
         It continues a sequence: its ``source``'s, or without one, ``stream``'s (the caller's
         client) within ``graph.sequence_gap_s`` (``remember_one``)."""
-        out = await remember_pipeline.remember_one(
-            self.write_context(), item, principal=principal, stream=stream
-        )
+        out = await write.remember_one(self.write_context(), item, principal=principal, stream=stream)
         await self._written()
         return out
 
@@ -278,12 +275,12 @@ class Engine:
         chain: bool = True,
     ) -> list[Remembered]:
         """Validate every item, then embed and store them in one transaction, with their entities
-        and graph links (pipeline/remember/pipeline.py). ``principal``: the caller (None: the local
+        and graph links (pipeline/remember/write.py). ``principal``: the caller (None: the local
         user), who must be allowed every item's project. Each new memory comes back with the stored
         ones it closely resembles (``similar``); it is stored all the same. ``chain``: a batch sharing
         a source (and giving no positions) is one conversation, linked in order with ``next``;
         ``import`` passes False (a file of unrelated memories that share a source such as "mcp")."""
-        out = await remember_pipeline.remember(self.write_context(), items, principal=principal, chain=chain)
+        out = await write.remember(self.write_context(), items, principal=principal, chain=chain)
         await self._written()
         return out
 
@@ -294,7 +291,7 @@ class Engine:
     async def enrich(self, results: list[Remembered], inputs: list[MemoryInput]) -> None:
         """The extract stage's entities and causes links, when an LLM serves it (after the store:
         the LLM's additions are extra, never a failed remember)."""
-        await remember_pipeline.enrich(self.write_context(), results, inputs)
+        await write.enrich(self.write_context(), results, inputs)
         await self._written()
 
     async def _scope(self, principal: Principal | None) -> list[str] | None:
@@ -469,13 +466,13 @@ class Engine:
         the caller's last write, else on the primary; one whose replica fails midway runs again on
         the primary (it only reads). The explained trace says where it read (``read_from``)."""
         if self.replicas is None:
-            return await recall_pipeline.recall(ctx())
+            return await run.recall(ctx())
         route = await self.replicas.route(replicas.CALLER.get())
         result = None
         if route.read_from == "replica":
             token = replicas.routed(route)
             try:
-                result = await recall_pipeline.recall(ctx())
+                result = await run.recall(ctx())
             except replicas.ReplicaLost:
                 pass
             finally:
@@ -484,7 +481,7 @@ class Engine:
                 route.fell_back()
                 result = None
         if result is None:
-            result = await recall_pipeline.recall(ctx())
+            result = await run.recall(ctx())
         result.trace.read = route.trace()
         return result
 
@@ -525,7 +522,7 @@ class Engine:
         """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
-        updated = await remember_pipeline.update(self.write_context(), mid, fields)
+        updated = await write.update(self.write_context(), mid, fields)
         await self._written()
         return updated
 

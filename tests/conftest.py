@@ -25,7 +25,7 @@ from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.providers.embedding import make_embedder
 from memlane.pipeline.store.embedded import start_embedded
-from memlane.server.bench.postgres import StandalonePostgres
+from memlane.pipeline.store.standalone import StandalonePostgres
 from memlane.server.settings import Settings, load
 
 # Every temporary directory of the session (the embedded servers' data directories among them, about

@@ -91,7 +91,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             try:
                 question = getattr(ctx, "question_embedding", None)
                 if question is not None and to_embed == [ctx.request.query]:
-                    # Started with the recall (pipeline.py); shielded: recalls across projects
+                    # Started with the recall (run.py); shielded: recalls across projects
                     # share it, and one cancelled must not cancel it for the others.
                     vectors = await asyncio.shield(question)
                 else:

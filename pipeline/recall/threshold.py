@@ -42,7 +42,7 @@ strongly (``base_scores``). A question on a topic and a time keeps the fused ord
 range is a boost (``recall.arm_weights.temporal``).
 
 Calibrated offline (MiniLM) on the LoCoMo development set (997 questions) and 54 unrelated
-questions (server/bench/unrelated.txt) asked against each of its 5 conversations, limit 20: with
+questions (bench/unrelated.txt) asked against each of its 5 conversations, limit 20: with
 the defaults, recall at 1 to 20 is what it is without the floor (it removes distractors as well as
 the odd evidence memory), and 79% of unrelated questions get nothing.
 

@@ -5,7 +5,7 @@ it is one LLM call per new memory), each newly created memory is shown, with the
 it ``relates_to``, to the ``extract`` prompt; the entities it names (beyond what the offline
 extractor found) and the ``causes`` links it reports are added in a second short transaction. The
 memory and its offline entities and links are already stored by then (one transaction,
-``pipeline.store_inputs``): a failed or slow LLM call costs the extra entities and links only, and
+``write.store_inputs``): a failed or slow LLM call costs the extra entities and links only, and
 the call is logged, never raised. ``memlane maintain --task links`` rebuilds the offline part only.
 """
 

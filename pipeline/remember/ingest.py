@@ -35,7 +35,7 @@ from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts
-from memlane.pipeline.remember import chunking, content_filter, links, pipeline
+from memlane.pipeline.remember import chunking, content_filter, links, write
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
@@ -267,10 +267,10 @@ async def _novelty(
 
 
 async def _store(ctx: WriteContext, to_store: list[tuple[Piece, MemoryInput, list[float], list]]) -> None:
-    """Topics, insert and links, as for remember (``pipeline.store_inputs``), with the vectors and
+    """Topics, insert and links, as for remember (``write.store_inputs``), with the vectors and
     neighbours found already; each piece learns its id, or that it was already stored."""
     inputs = [m for _, m, _, _ in to_store]
-    stored = await pipeline.store_inputs(
+    stored = await write.store_inputs(
         ctx,
         inputs,
         vectors=[vec for _, _, vec, _ in to_store],

@@ -18,7 +18,7 @@ Two kinds of topic:
 ``taxonomy``: ``fixed`` uses fixed topics only (a memory may get none), ``auto`` automatic ones
 only, ``hybrid`` fixed ones first and an automatic one when no fixed topic fits. A memory gets at
 most ``max_topics_per_entry`` topics, best first, each within ``TOPIC_MARGIN`` of the best one;
-its first topic becomes its category when the caller gave none (pipeline/remember/pipeline.py).
+its first topic becomes its category when the caller gave none (pipeline/remember/write.py).
 
 Servers are stateless apart from a cache: a process keeps a project's automatic topics for
 ``AUTO_TOPICS_TTL_S`` seconds, adding its own batches to the cached centroids as it goes.

@@ -16,7 +16,7 @@ each memory it answers topic names and a fact type, which refine the offline ass
   joins it and a new name makes a new automatic topic, exactly as the offline path does (the memory's
   embedding goes into its centroid sum in ``memlane_topics``; key terms from the memory), unless the
   project already has ``max_auto_topics``. When none of the LLM's names is accepted the offline
-  topics stay. The first topic becomes the category when the caller gave none (pipeline.py).
+  topics stay. The first topic becomes the category when the caller gave none (write.py).
 
 Degrading: a provider error, a call past ``[llm.stages.topics] timeout_s``, a reply that is not
 JSON, or a memory missing from the reply keeps the offline assignment for the memories concerned;
@@ -109,7 +109,7 @@ def _names(names: list[str]) -> str:
 
 @dataclass(slots=True)
 class TopicsLLM:
-    """What ``pipeline.store_inputs`` calls after the offline assignment (``WriteContext.topics_llm``)."""
+    """What ``write.store_inputs`` calls after the offline assignment (``WriteContext.topics_llm``)."""
 
     llm: StageLLM
     topics: Topics

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memlane.bench import cli as bench_cli
 from memlane.pipeline.errors import ConfigError, MemlaneError
 from memlane.server import aio, logs, shutdown
-from memlane.server.cli import bench as bench_cli
 from memlane.server.mcp import banner, stdio_front
 
 if TYPE_CHECKING:

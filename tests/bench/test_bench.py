@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from support.processes import ROOT
 
-from memlane.server.bench import locomo, mcpbench
-from memlane.server.bench import report as report_module
-from memlane.server.bench.locomo_data import load_conversations, parse_evidence
-from memlane.server.bench.methods import ablation_methods
+from memlane.bench import locomo, mcpbench
+from memlane.bench import report as report_module
+from memlane.bench.locomo_data import load_conversations, parse_evidence
+from memlane.bench.methods import ablation_methods
 from memlane.server.cli import main as cli
 from memlane.server.settings import load
 
@@ -324,7 +324,7 @@ def test_mcp_bench_reports_cold_start_and_call_latency():
 
 
 def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embedder):
-    from memlane.server.bench import llmbench
+    from memlane.bench import llmbench
 
     report = llmbench.run(
         bench_settings, delay_ms=20, memories=60, queries=4, embedder=embedder, show_progress=False
@@ -382,7 +382,7 @@ async def test_the_tool_path_ranks_what_an_mcp_client_gets(synthetic_file, bench
     """The same conversation stored and asked through a real MCP client and through the bench's tool
     path: the same memories, in the same order, for every question (the second pass too, as
     access counting changes nothing)."""
-    from memlane.server.bench.common import bench_engine
+    from memlane.bench.common import bench_engine
     from memlane.server.mcp.tools import recall_memories
 
     [conv] = load_conversations(synthetic_file)
@@ -429,7 +429,7 @@ def test_locomo_reports_the_path_and_the_tool_path_reports_access_counting(
 
 
 def test_long_replies_keeps_every_turn_once_in_pieces_of_200_to_600_words():
-    from memlane.server.bench.locomo_data import LONG_MAX_WORDS, LONG_MIN_WORDS, long_replies
+    from memlane.bench.locomo_data import LONG_MAX_WORDS, LONG_MIN_WORDS, long_replies
 
     if not LOCOMO_30.exists():
         pytest.skip("../shared/locomo is not there")

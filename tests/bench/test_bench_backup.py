@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memlane.bench import backupbench, report
 from memlane.pipeline.store import backup as backups
-from memlane.server.bench import backupbench, report
 
 
 @pytest.mark.anyio

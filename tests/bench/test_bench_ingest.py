@@ -9,7 +9,7 @@ import json
 import psycopg
 import pytest
 
-from memlane.server.bench import locomo, upkeep
+from memlane.bench import locomo, upkeep
 from memlane.server.settings import load
 
 IGUANA = "My pet iguana Ziggy learned to climb the bookshelf."

@@ -11,8 +11,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from memlane.server.bench import latency, report
-from memlane.server.bench.corpus import Corpus
+from memlane.bench import latency, report
+from memlane.bench.corpus import Corpus
 from memlane.server.settings import load
 
 
@@ -215,7 +215,7 @@ def test_a_role_that_may_not_create_a_database_gets_the_sizes_growth(tmp_path, e
 
 
 def test_pool_batches_hold_one_project_each_in_stream_order():
-    from memlane.server.bench.corpus import Item
+    from memlane.bench.corpus import Item
 
     items = [Item(content=str(i), project="ab"[i % 3 == 0], occurred_at=None) for i in range(10)]
     batches = list(latency.by_project(items, 3))
@@ -226,7 +226,7 @@ def test_pool_batches_hold_one_project_each_in_stream_order():
 
 
 def test_the_cli_defaults_are_the_benchmark_s_own():
-    from memlane.server.cli import bench as cli
+    from memlane.bench import cli
 
     assert (cli.DEFAULT_POOL, cli.DEFAULT_CONCURRENCY) == (latency.POOL, latency.BUILD_CONCURRENCY)
 
@@ -237,7 +237,7 @@ ANSWERED_BY = {0: 0, 1: 1, 2: 2, 3: 4, 4: 3, 5: 3, 6: 5, 7: 6}
 
 
 def test_a_question_is_answered_by_its_template_with_its_values_and_nothing_else():
-    from memlane.server.bench import corpus
+    from memlane.bench import corpus
 
     questions = Corpus(7).questions(300)
     assert {q.template for q in questions} == set(range(len(corpus.QUESTIONS)))
@@ -272,7 +272,7 @@ def test_a_question_is_answered_by_its_template_with_its_values_and_nothing_else
 
 
 def test_what_recall_returned_is_scored_per_template():
-    from memlane.server.bench.corpus import Query
+    from memlane.bench.corpus import Query
 
     met = Query("Who did I meet in Oslo?", "p", 4, (("city", "Oslo"),))
     moved = Query("Why did we move billing off Kafka?", "p", 0, (("s", "billing"), ("t", "Kafka")))

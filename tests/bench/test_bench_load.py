@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from support.processes import MEMLANE, server_env
 
-from memlane.server.bench.loadbench import mismatches, verify
+from memlane.bench.loadbench import mismatches, verify
 
 pytestmark = pytest.mark.anyio
 

@@ -29,7 +29,7 @@ from mcp import Client, StdioServerParameters
 from support.clients import call_ok
 from support.postmaster import release_embedded
 
-from memlane.server.bench.llmstub import StubLLM
+from memlane.pipeline.providers.llm.stub import StubLLM
 from memlane.server.settings import ENV_PREFIX, Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -19,7 +19,7 @@ from support.clients import call_ok, in_process
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.store import replicas
-from memlane.server.bench.postgres import StandalonePostgres
+from memlane.pipeline.store.standalone import StandalonePostgres
 from memlane.server.settings import load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

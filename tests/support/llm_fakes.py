@@ -9,7 +9,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 from memlane.pipeline.providers.llm.base import LLMError, LLMReply
-from memlane.server.bench.llmstub import canned_reply, stage_of
+from memlane.pipeline.providers.llm.stub import canned_reply, stage_of
 
 
 class ScriptedLLM:

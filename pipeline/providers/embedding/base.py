@@ -38,7 +38,7 @@ SAME_VECTORS = (frozenset({f"onnx:{MINILM_MODEL}", f"local:{MINILM_MODEL}"}),)
 
 
 # The cosine of unrelated query/passage pairs on the reference scale (all-MiniLM-L6-v2), measured
-# as the median cosine of the questions of server/bench/unrelated.txt against 600 LoCoMo turns
+# as the median cosine of the questions of bench/unrelated.txt against 600 LoCoMo turns
 # (-0.011) and 600 memories of the latency benchmark's corpus (0.027).
 REFERENCE_UNRELATED = 0.01
 

@@ -206,7 +206,7 @@ def _anthropic_response(model: str, text: str, prompt: str) -> dict:
     }
 
 
-def main() -> None:  # pragma: no cover - a manual aid: python -m memlane.server.bench.llmstub [port]
+def main() -> None:  # pragma: no cover - a manual aid: python -m memlane.pipeline.providers.llm.stub [port]
     import sys
 
     stub = StubLLM(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0).start()

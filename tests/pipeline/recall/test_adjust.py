@@ -507,7 +507,7 @@ async def test_project_lists_are_checked(make_engine):
 
 
 async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
-    from memlane.server.bench.methods import ablation_methods
+    from memlane.bench.methods import ablation_methods
 
     eng = await make_engine()
     names = [m.name for m in ablation_methods(eng)]
@@ -588,7 +588,7 @@ def test_cli_project_option_takes_repeats_and_commas():
 def test_bench_variants_rescore_the_same_candidates():
     from types import SimpleNamespace
 
-    from memlane.server.bench import adjustments as bench_adjust
+    from memlane.bench import adjustments as bench_adjust
 
     old = make_memory("old exact", occurred_at=REF - timedelta(days=300))
     new = make_memory("new", occurred_at=REF - timedelta(days=1))

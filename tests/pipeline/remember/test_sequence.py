@@ -1,4 +1,4 @@
-"""Memories remembered one at a time form sequences (``pipeline/remember/pipeline.py sequenced``):
+"""Memories remembered one at a time form sequences (``pipeline/remember/write.py sequenced``):
 positions and ``next`` links as a batch gets them, from the caller's source or, without one, from
 the caller's stream within ``graph.sequence_gap_s``. Real PostgreSQL."""
 

@@ -415,7 +415,7 @@ def _labels(name: str) -> dict[str, dict]:
 
 async def bench_with_llm(settings, file: str, provider, embedder):
     """``bench topics --llm`` on one labelled file of tests/data, with this provider."""
-    from memlane.server.bench import topicsbench
+    from memlane.bench import topicsbench
 
     return await topicsbench.run(
         settings, [DATA / file], DATA / "topics_taxonomy.toml", llm=True, provider=provider, embedder=embedder
@@ -425,7 +425,7 @@ async def bench_with_llm(settings, file: str, provider, embedder):
 async def test_bench_topics_scores_the_llm_path_against_the_labels(tmp_path, embedder):
     import html
 
-    from memlane.server.bench import topicsbench
+    from memlane.bench import topicsbench
 
     labels = _labels("topics_labelled.jsonl")
 

@@ -10,7 +10,7 @@ from uuid import UUID
 import pytest
 
 from memlane.pipeline.errors import EmbeddingFailed, StoreError
-from memlane.pipeline.remember import pipeline
+from memlane.pipeline.remember import write
 from memlane.pipeline.store import vectors
 
 pytestmark = pytest.mark.anyio
@@ -25,14 +25,14 @@ async def test_a_batch_is_handed_to_the_model_before_its_entities_are_read(engin
         return embed_batch(texts)
 
     monkeypatch.setattr(engine.embedder, "embed_batch", embedding)
-    link_plan, seen = pipeline.link_plan, []
+    link_plan, seen = write.link_plan, []
 
     def plan(*args, **kwargs):
         # Waits for the model's thread: a plan made before the texts were handed over never sees it.
         seen.append(started.wait(timeout=10))
         return link_plan(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "link_plan", plan)
+    monkeypatch.setattr(write, "link_plan", plan)
     out = await engine.remember_many([{"content": "Priya moved the billing deploy to Friday"}])
     assert seen == [True]
     assert out[0].status == "created"
@@ -72,10 +72,10 @@ async def test_a_batchs_searches_run_two_at_a_time_with_the_answers_of_one_each(
         f"a question about the {w} service's deploy window, number {i}"
         for i, w in enumerate("klmnopqrstuvwxyzab")
     ]
-    inputs = pipeline.parse(engine.config, [{"content": c, "project": "big"} for c in new])
-    inputs += pipeline.parse(engine.config, [{"content": "the a service deploys", "project": "small"}])
+    inputs = write.parse(engine.config, [{"content": c, "project": "big"} for c in new])
+    inputs += write.parse(engine.config, [{"content": "the a service deploys", "project": "small"}])
     vecs = engine.embedder.embed_passages([m.content for m in inputs])
-    assert len(new) >= pipeline.NEAREST_SPLIT_MIN
+    assert len(new) >= write.NEAREST_SPLIT_MIN
 
     nearest_many, calls, running, most = engine.store.nearest_many, [], [0], [0]
 
@@ -90,12 +90,12 @@ async def test_a_batchs_searches_run_two_at_a_time_with_the_answers_of_one_each(
             running[0] -= 1
 
     monkeypatch.setattr(engine.store, "nearest_many", counted)
-    found = await pipeline._nearest(engine.store, inputs, vecs, 4)
+    found = await write._nearest(engine.store, inputs, vecs, 4)
     # The indexed project's batch in two halves, the unindexed one's whole; two at a time.
     assert sorted(calls) == [("big", 9), ("big", 9), ("small", 1)]
-    assert most[0] == pipeline.NEAREST_PARALLEL == 2
+    assert most[0] == write.NEAREST_PARALLEL == 2
     for m, vec, hits in zip(inputs, vecs, found, strict=True):
-        [alone] = await nearest_many(m.project, [vec], 4, ef_search=pipeline.NEIGHBOUR_EF_SEARCH)
+        [alone] = await nearest_many(m.project, [vec], 4, ef_search=write.NEIGHBOUR_EF_SEARCH)
         assert hits == alone
         assert len(hits) == (4 if m.project == "big" else 3)
 
@@ -135,7 +135,7 @@ def test_a_batch_s_last_part_is_split_so_little_is_stored_after_the_model():
         130: [64, 64, 2],
     }.items():
         order = list(range(n))[::-1]
-        parts = pipeline.split_parts(order)
+        parts = write.split_parts(order)
         assert [len(p) for p in parts] == sizes
         assert [i for p in parts for i in p] == order  # every position once, in embedding order
 
@@ -150,7 +150,7 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(
         await engine.remember_many(
             [{"content": "Priya moved the billing deploy to Friday", "project": project}]
         )
-    relates_to, candidates = pipeline.relates_to, {}
+    relates_to, candidates = write.relates_to, {}
 
     def spied(inputs, vectors, found, settings):
         out = relates_to(inputs, vectors, found, settings)
@@ -162,10 +162,10 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(
         }
         return out
 
-    monkeypatch.setattr(pipeline, "relates_to", spied)
+    monkeypatch.setattr(write, "relates_to", spied)
     whole = await engine.remember_many(_batch("whole"))
-    monkeypatch.setattr(pipeline, "PART_SIZE", part_size)
-    monkeypatch.setattr(pipeline, "TAIL_SPLIT_MIN", tail_min)
+    monkeypatch.setattr(write, "PART_SIZE", part_size)
+    monkeypatch.setattr(write, "TAIL_SPLIT_MIN", tail_min)
     calls: list[int] = []
     embed_batch = engine.embedder.embed_batch
 
@@ -189,7 +189,7 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(
     }
     texts = [it["content"] for it in _batch("parts")]
     part_of: dict[str, int] = {}
-    for p, part in enumerate(pipeline.split_parts(sorted(range(len(texts)), key=lambda i: len(texts[i])))):
+    for p, part in enumerate(write.split_parts(sorted(range(len(texts)), key=lambda i: len(texts[i])))):
         for i in part:
             part_of.setdefault(texts[i], p)
     links = await _links(engine, "parts")
@@ -200,7 +200,7 @@ async def test_a_large_batch_stored_in_parts_is_stored_as_it_would_be_whole(
 
 
 async def test_a_part_is_stored_while_the_next_is_embedded(engine, monkeypatch):
-    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    monkeypatch.setattr(write, "PART_SIZE", 4)
     second = threading.Event()
     embed_batch = engine.embedder.embed_batch
     calls: list[int] = []
@@ -227,7 +227,7 @@ async def test_a_part_is_stored_while_the_next_is_embedded(engine, monkeypatch):
 
 
 async def test_a_batch_whose_last_part_fails_stores_nothing(engine, monkeypatch):
-    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    monkeypatch.setattr(write, "PART_SIZE", 4)
     embed_batch = engine.embedder.embed_batch
     calls: list[int] = []
 
@@ -250,7 +250,7 @@ async def test_a_batch_whose_last_part_fails_stores_nothing(engine, monkeypatch)
 
 
 async def test_a_batch_whose_second_insert_fails_takes_its_first_part_back(engine, monkeypatch):
-    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    monkeypatch.setattr(write, "PART_SIZE", 4)
     insert_rows, calls = engine.store._insert_rows, []
 
     async def insert(conn, rows):
@@ -270,7 +270,7 @@ async def test_a_batch_whose_second_insert_fails_takes_its_first_part_back(engin
 
 @pytest.mark.parametrize("n", [3, 12])  # one INSERT; a batch in parts of 4
 async def test_a_batch_not_stored_leaves_no_cached_topics_behind(engine, monkeypatch, n):
-    monkeypatch.setattr(pipeline, "PART_SIZE", 4)
+    monkeypatch.setattr(write, "PART_SIZE", 4)
     await engine.remember_many(_batch("p")[:2])
     assert "p" in engine.topics._auto  # the write cached the project's topics
 

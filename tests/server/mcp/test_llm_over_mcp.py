@@ -16,7 +16,7 @@ from support.clients import in_process
 from support.processes import server_env, stdio_params
 
 from memlane.pipeline.config import DatabaseConfig, LLMConfig
-from memlane.server.bench.llmstub import StubLLM, canned_reply, stage_of
+from memlane.pipeline.providers.llm.stub import StubLLM, canned_reply, stage_of
 from memlane.server.settings import load
 
 pytestmark = pytest.mark.anyio

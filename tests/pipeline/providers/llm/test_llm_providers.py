@@ -12,7 +12,7 @@ from memlane.pipeline.config import LLMConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.llm import make_provider
-from memlane.server.bench.llmstub import StubLLM
+from memlane.pipeline.providers.llm.stub import StubLLM
 
 pytestmark = pytest.mark.anyio
 
