@@ -4,7 +4,7 @@ factor on the same retrieved candidates.
 Stage 8 is a pure function of stage 7's candidates and a few inputs (``pipeline/recall/adjust.py``), so
 each variant re-scores the default run's candidates (their ``base_score``, the score before stage
 8) instead of recalling again: one LoCoMo run measures every variant. The inputs are what the
-benchmark's store holds: no access statistics (the bench recalls with ``touch=False``), the
+benchmark's store holds: no access statistics (the bench's recalls count none), the
 memories' own priority, pins and categories, and one project per recall.
 """
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from memlane.pipeline.config import EngineConfig, masked_dump
 from memlane.pipeline.engine import Engine
+from memlane.pipeline.recall.query import RecallQuery
+from memlane.pipeline.records import Recalled
 
 PACKAGES = (
     "memlane",
@@ -86,7 +88,7 @@ class BenchContext:
     def database(self) -> str:
         if self.temp_dir is not None:
             return "temporary embedded PostgreSQL (deleted after the run)"
-        return f"{self.engine.dsn_kind} PostgreSQL (run's projects deleted after the run)"
+        return f"{self.engine.runtime.dsn_kind} PostgreSQL (run's projects deleted after the run)"
 
 
 def uses_configured_store(cfg: EngineConfig) -> bool:
@@ -109,7 +111,7 @@ async def bench_engine(settings, *, embedder=None) -> AsyncIterator[BenchContext
         yield ctx
     finally:
         try:
-            if temp_dir is None and engine.store is not None and ctx.projects:
+            if temp_dir is None and engine.runtime.store is not None and ctx.projects:
                 await delete_projects(engine, ctx.projects)
         finally:
             await engine.close()
@@ -135,10 +137,14 @@ def stop_embedded(data_dir: Path) -> None:
         server.cleanup()
 
 
-async def timed_recall(engine: Engine, req, **kwargs) -> tuple[Any, float]:
-    """One recall, wall-clock ms; ``touch=False`` so measuring does not change what is measured."""
+async def timed_recall(engine: Engine, query: RecallQuery | dict[str, Any]) -> tuple[Recalled, float]:
+    """One recall, wall-clock ms, counting no access, so measuring does not change what is measured."""
+    if isinstance(query, RecallQuery):
+        query = query.model_copy(update={"count_accesses": False})
+    else:
+        query = {**query, "count_accesses": False}
     t0 = time.perf_counter()
-    result = await engine.recall(req, touch=False, **kwargs)
+    result = await engine.recall(query)
     return result, (time.perf_counter() - t0) * 1000
 
 
@@ -184,7 +190,7 @@ async def versions(engine: Engine | None = None) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "git": git_commit(),
     }
-    if engine is not None and engine.store is not None:
+    if engine is not None and engine.runtime.store is not None:
         info = await engine.store.server_info()
         out["postgresql"], out["pgvector_extension"] = info["postgres"], info["pgvector"]
     return out

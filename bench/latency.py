@@ -403,7 +403,7 @@ async def measure_recall(
     wall, stage_ms, f_embed, f_query = [], defaultdict(list), [], []
     judged: list[tuple[Query, list[bool]]] = []
     for q in queries[:WARMUP_QUERIES]:
-        await timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
+        await timed_recall(engine, {"query": q.text, "project": projects[q.project]})
         await floor_query(ctx, projects[q.project], q.text, k)
     meter = await CpuMeter.open(ctx)
     cpu: dict[str, list[tuple[float, float | None]]] = {"recall": [], "floor": []}
@@ -421,7 +421,7 @@ async def measure_recall(
             if i % 2:
                 floor = await metered("floor", floor_query(ctx, projects[q.project], q.text, k))
             result, ms = await metered(
-                "recall", timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
+                "recall", timed_recall(engine, {"query": q.text, "project": projects[q.project]})
             )
             if not i % 2:
                 floor = await metered("floor", floor_query(ctx, projects[q.project], q.text, k))
@@ -533,14 +533,14 @@ async def paired_growth(
             engines = {"copy": copy.engine, "store": ctx.engine}
             for q in questions[:WARMUP_QUERIES]:
                 for engine in engines.values():
-                    await timed_recall(engine, engine.recall_request(q.text, project=projects[q.project]))
+                    await timed_recall(engine, {"query": q.text, "project": projects[q.project]})
             wall: dict[str, list[float]] = {"copy": [], "store": []}
             with progress(PAIRED_ROUNDS * len(questions), "taking turns", show, unit="q") as bar:
                 for _ in range(PAIRED_ROUNDS):
                     for q in questions:
                         for side, engine in engines.items():
-                            req = engine.recall_request(q.text, project=projects[q.project])
-                            wall[side].append((await timed_recall(engine, req))[1])
+                            query = {"query": q.text, "project": projects[q.project]}
+                            wall[side].append((await timed_recall(engine, query))[1])
                         bar.update(1)
             copied = await stored_count(copy, list(projects.values()))
     finally:
@@ -707,7 +707,7 @@ async def run(
     out_sizes: list[dict[str, Any]] = []
     paired: dict[str, Any] | None = None
     async with bench_engine(settings, embedder=embedder) as ctx:
-        await asyncio.to_thread(ctx.engine.warm)
+        await asyncio.to_thread(ctx.engine.runtime.warm)
         vers = await versions(ctx.engine)  # at the start: a long run's checkout may move on
         ctx.engine.embedder = PoolEmbedder(ctx.engine.embedder, pool)
         if keep:

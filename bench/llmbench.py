@@ -38,7 +38,7 @@ async def _measure(ctx, questions, projects, show: bool, label: str) -> dict[str
     wall, stage_ms, statuses, calls, tokens = [], defaultdict(list), Counter(), [], []
 
     def request(q):
-        return engine.recall_request(q.text, project=projects[q.project], mode="full")
+        return {"query": q.text, "project": projects[q.project], "mode": "full"}
 
     for q in questions[:WARMUP]:
         await timed_recall(engine, request(q))
@@ -76,7 +76,7 @@ async def run(
     questions = Corpus(seed).questions(queries)
     with StubLLM(delay_ms=delay_ms) as stub:
         async with bench_engine(settings, embedder=embedder) as ctx:
-            await asyncio.to_thread(ctx.engine.warm)
+            await asyncio.to_thread(ctx.engine.runtime.warm)
             projects = {name: ctx.project(f"llm-{name}") for name in corpus.projects}
             await grow(ctx, corpus, projects, memories, show_progress)
             ctx.engine.llm = None

@@ -5,7 +5,7 @@ One project per conversation, stored along one of three paths (``--path``):
 - ``tool`` (the default, the project's figure): every turn through the code the MCP ``remember``
   tool runs (``server/mcp/tools.py remember_memory``), one call per turn in order, with only the
   tool's parameters (content, project, occurred_at, metadata); every question through the recall
-  tool's code (``recall_memories``), which counts an access for each memory returned, as the tool
+  tool's arguments (``Engine.recall``), which counts an access for each memory returned, as the tool
   does. The questions are asked three times: without counting accesses, counting them (the
   headline), and once more, so the report has what counting changes;
 - ``batch``: the turns in batches of 128 through ``remember_many``, each session a ``source`` with
@@ -13,7 +13,7 @@ One project per conversation, stored along one of three paths (``--path``):
 - ``ingest``: each session as one text through the ``ingest`` tool's code.
 
 Every question with evidence is recalled with "now" = the last session's date; the ranked list is
-``RecallResult.ranked`` (the final order before token packing), mapped to dia ids; recall@k =
+``Recalled.ranked`` (the final order before token packing), mapped to dia ids; recall@k =
 |evidence ∩ first k| / |evidence|.
 """
 
@@ -50,7 +50,8 @@ from memlane.bench.locomo_data import (
 )
 from memlane.bench.methods import Method, ablation_methods, recall_settings
 from memlane.pipeline.recall import arms as arm_registry
-from memlane.server.mcp.tools import ingest_text, recall_memories, remember_memory
+from memlane.pipeline.recall.query import RecallQuery
+from memlane.server.mcp.tools import ingest_text, remember_memory
 
 PATHS = ("tool", "batch", "ingest")
 SHAPES = ("turns", "long-replies")
@@ -323,27 +324,33 @@ async def ask_one(
     run's candidates, recorded as ``adjust:<name>``. ``tool_touch`` (the tool path): the default
     method goes through the recall tool's code, counting accesses when True."""
     engine = ctx.engine
-    req = engine.recall_request(
-        q.text, project=ing.project, limit=RECALL_LIMIT, reference_time=ing.conv.reference_time
+    req = RecallQuery.parse(
+        engine.config,
+        {
+            "query": q.text,
+            "project": ing.project,
+            "limit": RECALL_LIMIT,
+            "reference_time": ing.conv.reference_time,
+        },
     )
     for method in methods:
         if method is DEFAULT and tool_touch is not None:
+            # As the recall tool asks: its arguments, counting accesses when the tool would.
             t0 = time.perf_counter()
-            result = await recall_memories(
-                engine,
-                None,
-                touch=tool_touch,
-                query=q.text,
-                project=ing.project,
-                limit=RECALL_LIMIT,
-                reference_time=ing.conv.reference_time.isoformat(),
+            result = await engine.recall(
+                {
+                    "query": q.text,
+                    "project": ing.project,
+                    "limit": RECALL_LIMIT,
+                    "reference_time": ing.conv.reference_time.isoformat(),
+                    "count_accesses": tool_touch,
+                }
             )
             ms = (time.perf_counter() - t0) * 1000
         else:
             with recall_settings(engine, method.recall_config):
-                result, ms = await timed_recall(
-                    engine, req, **(method.recall_kwargs() if method.arms else {})
-                )
+                asked = req.model_copy(update={"ablation": method.ablation()}) if method.arms else req
+                result, ms = await timed_recall(engine, asked)
         run: MethodRun = runs[method.name]
         if method is DEFAULT:
             run.lists.append([str(c.memory.id) for c in result.ranked[:RECALL_LIMIT]])
@@ -481,7 +488,7 @@ async def run(
     if shape == "long-replies":
         convs = [long_replies(c) for c in convs]
     async with bench_engine(settings, embedder=embedder) as ctx:
-        await asyncio.to_thread(ctx.engine.warm)  # model load is not remember throughput
+        await asyncio.to_thread(ctx.engine.runtime.warm)  # model load is not remember throughput
         store = {"tool": remember_turns, "batch": ingest, "ingest": ingest_sessions}[path]
         ingested, remember = await store(ctx, convs, show_progress)
         ablation = ablation_methods(ctx.engine) if ablate else []
@@ -553,7 +560,7 @@ def _ingest_config(ctx) -> dict[str, Any]:
 
 PATH_NOTES = {
     "tool": "one remember tool call per turn (server/mcp/tools.py remember_memory), in order, with content, "
-    "project, occurred_at and metadata only; recall through the recall tool's code (recall_memories)",
+    "project, occurred_at and metadata only; recall with the recall tool's arguments (Engine.recall)",
     "batch": f"remember_many in batches of {BATCH_SIZE}, source per session with positions",
     "ingest": "each session as one text through the ingest tool's code (ingest_text), source per session",
 }

@@ -6,14 +6,15 @@ The list is derived from what the pipeline offers, so a new arm (graph, temporal
 - every arm of the registry (``pipeline/recall/arms.py``) alone;
 - with three or more arms, every "all but one" combination (what each arm adds to the others);
 - ``fused``: every arm, fused (the default pipeline);
-- for each switch in ``SWITCHES`` that ``Engine.recall`` accepts, ``fused`` with the switch off;
+- for each switch of ``Ablation`` (``pipeline/recall/query.py``: a part of recall that can be
+  switched off), ``fused`` with the switch off;
 - for each entry of ``CONFIG_VARIANTS`` that the recall config accepts and that differs from the
   configured value, ``fused`` with that recall setting (e.g. RRF instead of score fusion).
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +23,10 @@ from pydantic import ValidationError
 
 from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.recall import arms as arm_registry
+from memlane.pipeline.recall.query import Ablation
 
-# Engine.recall keyword -> method-name suffix. A switch is used only once Engine.recall accepts it,
-# e.g. ``Engine.recall(req, adjustments=False)`` when scoring adjustments land.
-SWITCHES = {"adjustments": "no-adjustments", "rerank": "no-rerank"}
+# The switches of ``Ablation``: its fields that are on by default (a part of recall it can turn off).
+SWITCHES = tuple(f.name for f in dataclasses.fields(Ablation) if f.default is True)
 # Method-name suffix -> recall config overrides; skipped when a field does not exist (any more).
 CONFIG_VARIANTS = {
     "no-neighbour-lift": {"neighbour_lift": 0.0},
@@ -51,11 +52,11 @@ CONFIG_VARIANTS = {
 class Method:
     name: str
     arms: tuple[str, ...]
-    options: dict[str, Any] = field(default_factory=dict)  # Engine.recall keywords
+    options: dict[str, Any] = field(default_factory=dict)  # Ablation switches, off
     recall_config: dict[str, Any] = field(default_factory=dict)  # RecallConfig overrides
 
-    def recall_kwargs(self) -> dict[str, Any]:
-        return {"arms": self.arms, **self.options}
+    def ablation(self) -> Ablation:
+        return Ablation(arms=self.arms, **self.options)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -81,10 +82,8 @@ def ablation_methods(engine=None, arms: tuple[str, ...] | None = None) -> list[M
         out += [Method(f"fused-no-{a}", tuple(x for x in arms if x != a)) for a in arms]
     full = default_method(arms)
     out.append(full)
-    accepted = _recall_keywords(engine)
-    for option, suffix in SWITCHES.items():
-        if option in accepted:
-            out.append(Method(f"fused-{suffix}", full.arms, options={option: False}))
+    for switch in SWITCHES:
+        out.append(Method(f"fused-no-{switch}", full.arms, options={switch: False}))
     config = getattr(engine, "config", None)
     current = config.recall if config is not None else RecallConfig()
     for suffix, overrides in CONFIG_VARIANTS.items():
@@ -116,12 +115,3 @@ def recall_settings(engine, overrides: dict[str, Any]):
         yield
     finally:
         engine.config = old
-
-
-def _recall_keywords(engine) -> set[str]:
-    if engine is None:
-        return set()
-    try:
-        return set(inspect.signature(engine.recall).parameters)
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return set()

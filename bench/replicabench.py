@@ -147,7 +147,7 @@ async def run(*, pairs: int = 100, stopped_pairs: int = 30, wait_ms: float = 200
                 back["seconds_until_replica_again"] = round(time.monotonic() - started, 2)
                 for i in range(10):  # and it keeps being used
                     await _pair(client, i, back)
-            info = await versions(engine) if engine.store is not None else await versions()
+            info = await versions(engine) if engine.runtime.store is not None else await versions()
         finally:
             await state.close()
     finally:

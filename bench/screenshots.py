@@ -109,7 +109,7 @@ async def seed(config: EngineConfig) -> tuple[str, int]:
     engine = Engine(config)
     await engine.open()
     try:
-        await asyncio.to_thread(engine.warm)
+        await asyncio.to_thread(engine.runtime.warm)
         chosen = None
         for project, items in DEMO.items():
             for content, category, tags, priority, days in items:
@@ -133,9 +133,9 @@ async def seed(config: EngineConfig) -> tuple[str, int]:
         async with engine.store._connection() as conn:
             await conn.execute("UPDATE memories SET created_at = occurred_at, updated_at = occurred_at")
         for project, question in QUESTIONS * 2:  # recalls that count accesses: "most recalled"
-            await engine.recall(engine.recall_request(question, project=project))
+            await engine.recall({"query": question, "project": project})
         # The entity page: the billing project's most mentioned entity.
-        listed = (await engine.project_entities("acme-billing", limit=500)).entities
+        listed = (await engine.store.project_entities("acme-billing", limit=500)).entities
         entity = max(listed, key=lambda e: (e.mentions, e.name))
         return chosen, entity.id
     finally:

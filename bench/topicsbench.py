@@ -24,10 +24,11 @@ from typing import Any
 from memlane.bench.common import versions
 from memlane.pipeline.config import TopicsConfig
 from memlane.pipeline.errors import ConfigError
-from memlane.pipeline.remember.facttypes import FACT_TYPES, classify
+from memlane.pipeline.remember.facttypes import classify
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.topics import Topics
 from memlane.pipeline.remember.topics_llm import TopicsLLM
+from memlane.pipeline.validate import FACT_TYPES
 
 
 class _NoStore:

@@ -92,7 +92,7 @@ async def measure(n: int, data_dir: Path, runs: int) -> None:
     engine = Engine(EngineConfig(data_dir=data_dir))
     await engine.open()
     try:
-        await asyncio.to_thread(engine.warm)
+        await asyncio.to_thread(engine.runtime.warm)
         await engine.remember_many(
             [{"content": f"small project note {i}", "project": "small"} for i in range(20)]
         )

@@ -30,10 +30,15 @@ async def ask(engine, ingested, *, limit: int) -> dict[str, Any]:
     tokens: list[int] = []
     for ing in ingested:
         for q in questions:
-            req = engine.recall_request(
-                q, project=ing.project, limit=limit, reference_time=ing.conv.reference_time
+            result = await engine.recall(
+                {
+                    "query": q,
+                    "project": ing.project,
+                    "limit": limit,
+                    "reference_time": ing.conv.reference_time,
+                    "count_accesses": False,
+                }
             )
-            result = await engine.recall(req, touch=False)
             returned.append(len(result.memories))
             tokens.append(delivered_tokens(result))
     return {

@@ -74,7 +74,7 @@ async def run(
     settings, memories: int, *, every: int = 50, seed: int = 7, embedder=None, show_progress: bool = True
 ) -> dict[str, Any]:
     async with bench_engine(settings, embedder=embedder) as ctx:
-        await asyncio.to_thread(ctx.engine.warm)
+        await asyncio.to_thread(ctx.engine.runtime.warm)
         store = await build(ctx, memories, every, seed, show_progress)
         pairs = store.pop("_pairs")
         runs: dict[str, Any] = {}

@@ -2,8 +2,9 @@
 
 ``make bundle`` runs this (``python bundle/stage.py build/bundle``), then ``mcpb validate`` and
 ``mcpb pack`` on the staged directory. The bundle holds pyproject.toml, README.md (the package's
-readme, so the build needs it), server/, pipeline/ and prompts/, without caches; not tests, bench,
-docs or anything built. The manifest is bundle/manifest.json with the package's version put in:
+readme, so the build needs it), server/, pipeline/, prompts/ and bench/ (the package's code: the
+wheel installs ``memlane.bench``), without caches; not bench/results/, tests, docs or anything
+built. The manifest is bundle/manifest.json with the package's version put in:
 pyproject.toml is the version's one source.
 """
 
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTENTS = ("pyproject.toml", "README.md", "server", "pipeline", "prompts")
-SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".DS_Store")
+CONTENTS = ("pyproject.toml", "README.md", "server", "pipeline", "prompts", "bench")
+SKIP_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".DS_Store")
+# bench/results/ holds the committed benchmark reports: data for the docs, no part of the package.
+SKIP = {"bench": shutil.ignore_patterns(*SKIP_NAMES, "results")}
 
 
 def manifest() -> dict[str, Any]:
@@ -47,7 +50,7 @@ def stage(dest: Path) -> Path:
     for name in CONTENTS:
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=SKIP)
+            shutil.copytree(src, dest / name, ignore=SKIP.get(name, shutil.ignore_patterns(*SKIP_NAMES)))
         else:
             shutil.copy2(src, dest / name)
     (dest / "manifest.json").write_text(json.dumps(manifest(), indent=2) + "\n", encoding="utf-8")

@@ -24,11 +24,12 @@ class Memory:
     expires_at: datetime | None
     source: str | None
     position: int | None = None  # order within its source (a turn, a chunk); migration 0005
+    topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
+    fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
+    # The fields above are the memories table's columns, in store/rows.py's order; these are not.
     access_count: int = 0  # recalls that returned it (memory_access)
     last_accessed_at: datetime | None = None
     access_known: bool = False  # the two above were read with the memory (else: not read, not zero)
-    topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
-    fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,36 +54,6 @@ class Candidate:
     arm_scores: dict[str, float] = field(default_factory=dict)  # arm -> raw score (cosine, BM25)
     base_score: float | None = None  # the score before stage 8 (None: the adjustments did not run)
     adjustments: dict[str, float] = field(default_factory=dict)  # stage 8: factor -> multiplier
-
-
-@dataclass(frozen=True, slots=True)
-class RecallRequest:
-    query: str
-    project: str
-    reference_time: datetime
-    limit: int
-    max_tokens: int
-    budget: str = "mid"
-    mode: str = "auto"  # "auto", "fast" or "full"
-    category: str | None = None
-    tags: tuple[str, ...] = ()
-    explain: bool = False
-    topics: tuple[str, ...] = ()  # only memories with at least one of these topics
-    fact_types: tuple[str, ...] = ()  # only memories of one of these fact types
-    # Every project a recall searches when it spans several (``project`` is then the current one,
-    # whose memories get the same-project boost); empty or one name: only ``project``, isolated.
-    projects: tuple[str, ...] = ()
-
-    @property
-    def spans_projects(self) -> bool:
-        return len(self.projects) > 1
-
-    @property
-    def searched_projects(self) -> tuple[str, ...]:
-        return self.projects if self.spans_projects else (self.project,)
-
-    include_context: bool = False  # each memory's previous/next neighbours in its source
-    include_entities: bool = False  # other key facts about the entities of the results
 
 
 @dataclass(slots=True)
@@ -138,7 +109,9 @@ class Query:
 
 
 @dataclass(slots=True)
-class RecallResult:
+class Recalled:
+    """What a recall found: the memories it returns, best first, and how it got there."""
+
     memories: list[tuple[Memory, float]]
     ranked: list[Candidate]  # the final order before token packing (what the benchmark scores)
     tokens_used: int

@@ -16,6 +16,7 @@ PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3
 # Nesting deeper than this is refused: Python's JSON encoder (and so every reader of the memory)
 # runs out of stack near 1000 levels, and no real metadata comes near 100.
 METADATA_MAX_DEPTH = 100
+FACT_TYPES = ("world", "experience", "opinion")  # remember/facttypes.py says what each means
 
 
 def parse_datetime(value: Any, field: str) -> datetime | None:
@@ -231,3 +232,37 @@ def content_hash(content: str, occurred_at: datetime | None) -> str:
     """Identity of a memory within a project: its words and when they happened."""
     stamp = occurred_at.astimezone(UTC).isoformat() if occurred_at else ""
     return hashlib.sha256(f"{content}\x00{stamp}".encode()).hexdigest()
+
+
+def fact_type_value(value: Any) -> str | None:
+    """A caller's fact type, checked; None means "classify it"."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in FACT_TYPES:
+        raise InvalidInput(f"fact_type must be one of {', '.join(FACT_TYPES)}; got {value!r}")
+    return value.strip().lower()
+
+
+def fact_types_filter(value: Any) -> tuple[str, ...]:
+    """recall(fact_types=[...]): a list of fact types, each checked."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise InvalidInput(f"fact_types must be a list of {', '.join(FACT_TYPES)}")
+    return tuple(dict.fromkeys(fact_type_value(v) for v in value))
+
+
+def topics_filter(value: Any) -> tuple[str, ...]:
+    """recall(topics=[...]): topic names, as categories are written (trimmed, lower case)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
+        raise InvalidInput("topics must be a list of topic names")
+    out = [t.strip().lower() for t in value if t.strip()]
+    if any(len(t) > 64 for t in out):
+        raise InvalidInput("a topic name is at most 64 characters")
+    return tuple(dict.fromkeys(out))

@@ -38,6 +38,7 @@ from uuid import UUID
 
 from memlane.pipeline.config import AdjustConfig, DecayConfig
 from memlane.pipeline.recall.category_match import match_categories
+from memlane.pipeline.recall.context import AccessStats, RecallContext
 from memlane.pipeline.recall.stage import Step, stage_llm
 from memlane.pipeline.records import Candidate, Memory, stable_key
 
@@ -177,10 +178,10 @@ def rescore(
     return sorted(out, key=lambda c: (-c.score, *stable_key(c.memory)))
 
 
-def reads_centroids(ctx, active: tuple[str, ...]) -> bool:
+def reads_centroids(ctx: RecallContext, active: tuple[str, ...]) -> bool:
     """Whether this stage will match categories offline (the category factor is on, no LLM rates
     them, the question was embedded): recall then starts the centroids' read before stage 5."""
-    if "category" not in active or ctx.query_embedding is None:
+    if "category" not in active or ctx.question_vector is None:
         return False
     return stage_llm(ctx, "category_match")[0] is None
 
@@ -189,7 +190,7 @@ async def _none():
     return None
 
 
-async def _access_stats(ctx, candidates: list[Candidate]):
+async def _access_stats(ctx: RecallContext, candidates: list[Candidate]) -> AccessStats:
     """The candidates' access statistics: as read with the memories (recall's arms join them), and
     for any memory read without them, from the read recall started after retrieval, else now."""
     known = {
@@ -199,14 +200,14 @@ async def _access_stats(ctx, candidates: list[Candidate]):
     }
     missing = [c.memory.id for c in candidates if not c.memory.access_known]
     if missing:
-        early = getattr(ctx, "access_read", None)
+        early = ctx.reads.access
         known.update(await (early if early is not None else ctx.store.access_stats(missing)))
     return known
 
 
-async def adjust(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+async def adjust(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     req, cfg = ctx.request, ctx.config.recall
-    if not ctx.adjustments:
+    if not req.ablation.adjustments:
         return Step(candidates, status="skipped: adjustments switched off")
     if not candidates:
         return Step(candidates, status="skipped: no candidates")

@@ -1,19 +1,19 @@
 """What retrieval (stage 4) gathers and every later stage reads: ``Retrieved``, the arms' ranked
 lists and each candidate's exact score on every active arm; and what the arms that find memories
 by other paths (graph, temporal) need to make their hits candidates like the store arms' own: the
-request's filters (``admitted``), exact store-arm scores for ids found elsewhere (``score_ids``)
+request's filters (``Filters.admits``), exact store-arm scores for ids found elsewhere (``score_ids``)
 and an arm's ranked list of them (``ranked_memories``)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.recall.arms import REGISTRY
 from memlane.pipeline.records import Memory, Query, stable_key
+from memlane.pipeline.store.search import KeywordBounds
 
 
 @dataclass(slots=True)
@@ -102,14 +102,13 @@ async def score_ids(ctx, query: Query, found, ids: list, embedding, terms) -> li
     found.detail["queries"] = found.detail.get("queries", 0) + 1
     first = "vector" if embedding is not None else "keyword"
     hits = await ctx.store.search(
-        project=ctx.request.project,
-        query=query.text,
+        text=query.text,
         embedding=embedding,
+        filters=ctx.request.filters,
         k=len(ids),
+        bounds=KeywordBounds.of(ctx.config.recall),
         arms=(first,),
         preselected={first: ids},
-        common_df=ctx.config.recall.keyword_common_df,
-        max_postings=ctx.config.recall.keyword_max_postings,
         terms=terms,  # (the question's, as the keyword arm read them)
     )
     return calibrated(ctx.embedder, hits, ["vector"])  # on the store arms' scale
@@ -119,26 +118,12 @@ def ranked_memories(ctx, found, retrieved: Retrieved, unknown: list) -> list[tup
     """A Python arm's ranked memory ids (``found.ranked``) as its list: those read, by the store
     arms or scored for it, that pass the request's filters. Its detail counts them, and how many
     only it found."""
-    now = getattr(ctx, "clock", lambda: datetime.now(UTC))()
+    now = ctx.clock()
     out = []
     for m, score in found.ranked:
         memory = retrieved.memories.get(str(m))
-        if memory is not None and admitted(memory, ctx.request, now):
+        if memory is not None and ctx.request.filters.admits(memory, now):
             out.append((memory, float(score)))
     found.detail["hits"] = len(out)
     found.detail["new_hits"] = sum(1 for m in unknown if str(m) in retrieved.memories)
     return sorted(out, key=lambda x: (-x[1], *stable_key(x[0])))
-
-
-def admitted(m: Memory, req, now: datetime) -> bool:
-    """Whether a memory passes the request's filters: what the store arms' SQL says in ``_where``
-    (store/search.py), for the memories the Python arms (graph, temporal) found by other paths."""
-    if m.project != req.project or (m.expires_at is not None and m.expires_at <= now):
-        return False
-    if req.category is not None and m.category != req.category:
-        return False
-    if req.tags and not set(req.tags) <= set(m.tags):
-        return False
-    if req.topics and not set(req.topics) & set(m.topics or ()):
-        return False
-    return not (req.fact_types and m.fact_type not in req.fact_types)

@@ -23,6 +23,7 @@ import numpy as np
 
 from memlane.pipeline.llm.service import parse_json
 from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import stage_llm
 from memlane.pipeline.records import Candidate
 
@@ -73,13 +74,13 @@ def parse_ratings(data, names: list[str]) -> dict[str, float]:
     return out
 
 
-async def _offline(ctx, pairs: list[Pair]) -> CategoryMatch:
-    q = ctx.query_embedding
+async def _offline(ctx: RecallContext, pairs: list[Pair]) -> CategoryMatch:
+    q = ctx.question_vector
     if q is None:
         return CategoryMatch(implementation="skipped: no question embedding (the vector arm did not run)")
-    early = getattr(ctx, "centroids_read", None)
-    if early is not None and early[0].issuperset(pairs):
-        read = await early[1]
+    early = ctx.reads.centroids
+    if early is not None and early.pairs.issuperset(pairs):
+        read = await early.read
         centroids = {pair: read[pair] for pair in pairs if pair in read}
     else:
         centroids = await ctx.store.category_centroids(
@@ -94,7 +95,9 @@ async def _offline(ctx, pairs: list[Pair]) -> CategoryMatch:
     return CategoryMatch(scores=scores, implementation="offline (cosine to the category centroid)")
 
 
-async def match_categories(ctx, candidates: list[Candidate], pairs: list[Pair]) -> CategoryMatch:
+async def match_categories(
+    ctx: RecallContext, candidates: list[Candidate], pairs: list[Pair]
+) -> CategoryMatch:
     """Per (project, category) of the candidates, how well the question matches it (0 to 1)."""
     if not pairs:
         return CategoryMatch(implementation="skipped: no candidate has a category")

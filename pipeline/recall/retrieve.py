@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Any
+from uuid import UUID
 
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.providers.embedding.base import calibrated
-from memlane.pipeline.recall.arms import REGISTRY, resolve
-from memlane.pipeline.recall.candidates import Retrieved, admitted, ranked_memories, score_ids
+from memlane.pipeline.recall.arms import REGISTRY, Arm, resolve
+from memlane.pipeline.recall.candidates import Retrieved, ranked_memories, score_ids
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.fuse import score_fusion
 from memlane.pipeline.recall.stage import Step, cancel_all
 from memlane.pipeline.records import Query
+from memlane.pipeline.request import Filters
+from memlane.pipeline.store.search import Hit, KeywordBounds, QueryTerms
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +48,8 @@ MAX_PARALLEL_SEARCHES = 2
 HITS_EXPLAINED = 50  # per arm list, in an explained recall's trace (detail.hits)
 
 
-async def retrieve(ctx, query: Query) -> Step[Retrieved]:
-    active = resolve(ctx.arms)
+async def retrieve(ctx: RecallContext, query: Query) -> Step[Retrieved]:
+    active = resolve(ctx.request.ablation.arms)
     # The Python arms' reads that need only the question start now, beside the embedding.
     prepared = {a.name: asyncio.ensure_future(a.prepare(ctx, query)) for a in active if a.prepare}
     try:
@@ -53,22 +58,15 @@ async def retrieve(ctx, query: Query) -> Step[Retrieved]:
         cancel_all(prepared.values())
 
 
-async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Future]) -> Step[Retrieved]:
+async def _retrieve(
+    ctx: RecallContext, query: Query, active: list[Arm], prepared: dict[str, asyncio.Future[Any]]
+) -> Step[Retrieved]:
     req, cfg = ctx.request, ctx.config.recall
     store_arms = tuple(a.name for a in active if a.in_store)
     texts = [query.text, *query.variants]
     wants_embedding = any("embedding" in a.needs for a in active)
     to_embed = texts + ([query.hypothetical] if query.hypothetical else [])
-    filters = {
-        "project": req.project,
-        "k": cfg.per_arm(req.limit),
-        "category": req.category,
-        "tags": req.tags,
-        "common_df": cfg.keyword_common_df,
-        "max_postings": cfg.keyword_max_postings,
-        "topics": req.topics,
-        "fact_types": req.fact_types,
-    }
+    filters, k, bounds = req.filters, cfg.per_arm(req.limit), KeywordBounds.of(cfg)
     early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
     degraded: str | None = None
     preselected: list[dict[str, list]] = [{} for _ in texts]
@@ -77,7 +75,9 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
     starts: dict[str, asyncio.Future] = {}  # Python arm -> its run from the text-only arms' hits
     if wants_embedding:
         tasks = {
-            (i, name): asyncio.ensure_future(ctx.store.candidates(name, query=t, **filters))
+            (i, name): asyncio.ensure_future(
+                ctx.store.candidates(name, text=t, filters=filters, k=k, bounds=bounds)
+            )
             for i, t in enumerate(texts)
             for name in early
         }
@@ -89,8 +89,8 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             }
         try:
             try:
-                question = getattr(ctx, "question_embedding", None)
-                if question is not None and to_embed == [ctx.request.query]:
+                question = ctx.reads.question
+                if question is not None and to_embed == [req.query]:
                     # Started with the recall (run.py); shielded: recalls across projects
                     # share it, and one cancelled must not cancel it for the others.
                     vectors = await asyncio.shield(question)
@@ -111,7 +111,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
                 active = [a for a in active if "embedding" not in a.needs]
                 store_arms = tuple(a.name for a in active if a.in_store)
             if vectors:
-                ctx.query_embedding = vectors[0]  # stage 8's category match reuses it
+                ctx.question_vector = vectors[0]  # stage 8's category match reuses it
                 # The arms that needed the embedding start now if the others are still running;
                 # otherwise each text's one scoring statement selects their candidates itself (one
                 # round trip less, usually: the keyword arm is done before the embedding is).
@@ -120,7 +120,9 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
                     for i, t in enumerate(texts):
                         for name in late:
                             tasks[(i, name)] = asyncio.ensure_future(
-                                ctx.store.candidates(name, query=t, embedding=vectors[i], **filters)
+                                ctx.store.candidates(
+                                    name, text=t, filters=filters, k=k, bounds=bounds, embedding=vectors[i]
+                                )
                             )
             # Usually all done by now: their results are read without a gather (which would let
             # every other ready step run before the union's statement is sent).
@@ -143,15 +145,23 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
 
     cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
 
-    async def search(text: str, embedding, selected: tuple[str, ...], pre: dict[str, list], read_terms=None):
+    async def search(
+        text: str,
+        embedding: list[float] | None,
+        selected: tuple[str, ...],
+        pre: dict[str, list[UUID]],
+        read_terms: QueryTerms | None = None,
+    ) -> list[Hit]:
         async with limit:
             hits = await ctx.store.search(
-                query=text,
+                text=text,
                 embedding=embedding,
+                filters=filters,
+                k=k,
+                bounds=bounds,
                 arms=selected,
                 preselected=pre,
                 terms=read_terms,
-                **filters,
             )
         return calibrated(ctx.embedder, hits, cosine_arms)
 
@@ -212,7 +222,7 @@ async def _retrieve(ctx, query: Query, active, prepared: dict[str, asyncio.Futur
             out.add_list(arm.name, await _expand_from_fused(arm, ctx, query, out))
         else:
             out.add_list(arm.name, await arm.run(ctx, query, out))
-    _keep_admitted(out, req)
+    _keep_admitted(out, req.filters, ctx.clock())
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
     if out.terms is not None:  # the keyword arm's bound (store/search.py), for the question's text
         detail["keyword"] = {
@@ -293,9 +303,8 @@ def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
     return embedder.embed_queries(texts) + (embedder.embed_passages(extra) if extra else [])
 
 
-def _keep_admitted(out: Retrieved, req) -> None:
-    now = datetime.now(UTC)
-    gone = {key for key, m in out.memories.items() if not admitted(m, req, now)}
+def _keep_admitted(out: Retrieved, filters: Filters, now: datetime) -> None:
+    gone = {key for key, m in out.memories.items() if not filters.admits(m, now)}
     if not gone:
         return
     for key in gone:

@@ -20,7 +20,7 @@ intent analysis routes simple questions down the fast path (``recall(mode=...)``
 deadline (``recall.deadline_ms``) bounds every LLM wait: past it, the stages still to run degrade and
 recall answers with what it has.
 
-A recall across projects (``RecallRequest.projects``) runs stage 4 once per project (concurrently,
+A recall across projects (``RecallQuery.searched_projects``) runs stage 4 once per project (concurrently,
 at most ``recall.adjust.max_parallel_projects`` at a time), so every arm and its statistics stay
 single-project, merges the arms' lists, and runs stages 5-9 once on the merged candidates; the
 trace shows retrieval once, with per-project details.
@@ -47,15 +47,9 @@ from memlane.pipeline.recall import (
 )
 from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
-from memlane.pipeline.recall.context import RecallContext
-from memlane.pipeline.recall.stage import Step, cancel_all, run_stage, stage_llm
-from memlane.pipeline.records import (
-    Query,
-    RecallResult,
-    StageTrace,
-    Trace,
-    stable_key,
-)
+from memlane.pipeline.recall.context import CentroidsRead, RecallContext
+from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
+from memlane.pipeline.records import Query, Recalled, StageTrace, Trace, stable_key
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 
@@ -88,7 +82,7 @@ async def _assemble(ctx: RecallContext, candidates):
         limit=req.limit,
         max_tokens=req.max_tokens,
         explain=req.explain,
-        handles=ctx.handles or ctx.store.handles,
+        handles=ctx.reads.handles or ctx.store.handles,
         show_project=req.spans_projects,
         extras=extras,
     )
@@ -139,9 +133,7 @@ async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
     project's best keyword match is not 1.0 just because it is that project's best)."""
     req = ctx.request
     gate = asyncio.Semaphore(ctx.config.recall.adjust.max_parallel_projects)
-    subs = {
-        p: replace(ctx, request=replace(req, project=p, projects=()), trace=Trace()) for p in req.projects
-    }
+    subs = {p: replace(ctx, request=req.of_project(p), trace=Trace()) for p in req.searched_projects}
 
     async def one(sub: RecallContext):
         async with gate:
@@ -151,8 +143,8 @@ async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
         found = await asyncio.gather(*(one(sub) for sub in subs.values()))
     finally:
         _merge_traces(ctx, {p: sub.trace for p, sub in subs.items() if sub.trace.stages})
-    ctx.query_embedding = next(
-        (s.query_embedding for s in subs.values() if s.query_embedding is not None), None
+    ctx.question_vector = next(
+        (s.question_vector for s in subs.values() if s.question_vector is not None), None
     )
     merged = Retrieved(arms=found[0].arms)
     for f in found:
@@ -237,23 +229,23 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
     return merged, fast
 
 
-async def recall(ctx: RecallContext) -> RecallResult:
+async def recall(ctx: RecallContext) -> Recalled:
     started = time.monotonic()
     ctx.deadline = started + ctx.config.recall.deadline_ms / 1000
-    ctx.question_embedding = _embed_question_now(ctx)
+    ctx.reads.question = _embed_question_now(ctx)
     try:
         return await _stages(ctx)
     finally:
         ctx.trace.wall_ms = (time.monotonic() - started) * 1000
-        cancel_all([ctx.question_embedding])
+        ctx.reads.cancel()
 
 
-def _embed_question_now(ctx: RecallContext):
+def _embed_question_now(ctx: RecallContext) -> asyncio.Future[list[list[float]]] | None:
     """The question's embedding, started before stage 1 when retrieval will embed the question
     alone (no LLM can add a variant or a HyDE passage): stages 1-3 and retrieval's first reads then
     run beside it instead of before it. None otherwise; retrieval embeds its texts itself."""
     try:
-        wanted = any("embedding" in arm.needs for arm in resolve(ctx.arms))
+        wanted = any("embedding" in arm.needs for arm in resolve(ctx.request.ablation.arms))
     except InvalidInput:
         return None  # (retrieval reports the unknown arm)
     if not wanted or any(stage_llm(ctx, name)[0] is not None for name in ("synthesis", "hyde")):
@@ -266,27 +258,28 @@ def _embed_question_now(ctx: RecallContext):
     )
 
 
-async def _stages(ctx: RecallContext) -> RecallResult:
+async def _stages(ctx: RecallContext) -> Recalled:
     req, cfg = ctx.request, ctx.config.recall
     query, ctx.fast_path = await _understand(ctx, Query(text=req.query))
     if ctx.usage.deferred:
         # MCP sampling on a 2026-07-28 connection: the caller asks the client and calls again;
         # retrieving now with a query the next round will change would be wasted.
         ctx.trace.route = "deferred: waiting for the client's model"
-        return RecallResult(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
+        return Recalled(memories=[], ranked=[], tokens_used=0, trace=ctx.trace, deferred=True)
     found = await (_across_projects(ctx, query) if req.spans_projects else _retrieve(ctx, query))
     # Stage 8 reads the candidates' access statistics. The arms read them with the memories; any
     # memory read without them has them read now, while stages 5-7 run (off the path).
     unread = [m.id for m in found.memories.values() if not m.access_known]
     active = adjust.active_factors(cfg.decay, cfg.adjust, spans_projects=req.spans_projects)
-    if unread and ctx.adjustments and adjust.reads_access(cfg.adjust, active):
-        ctx.access_read = asyncio.ensure_future(ctx.store.access_stats(unread))
+    adjusting = req.ablation.adjustments
+    if unread and adjusting and adjust.reads_access(cfg.adjust, active):
+        ctx.reads.access = asyncio.ensure_future(ctx.store.access_stats(unread))
     # Likewise the centroids of the retrieved memories' categories (a superset of the candidates'),
     # for stage 8's offline category match: its check of their versions is a round trip.
-    if ctx.adjustments and adjust.reads_centroids(ctx, active):
+    if adjusting and adjust.reads_centroids(ctx, active):
         pairs = sorted({(m.project, m.category) for m in found.memories.values() if m.category})
         if pairs:
-            ctx.centroids_read = (
+            ctx.reads.centroids = CentroidsRead(
                 frozenset(pairs),
                 asyncio.ensure_future(
                     ctx.store.category_centroids(
@@ -294,19 +287,16 @@ async def _stages(ctx: RecallContext) -> RecallResult:
                     )
                 ),
             )
-    try:
-        if ctx.access_read is not None or ctx.centroids_read is not None:
-            # Stages 5-7 run without waiting on anything: the reads are sent now, or only in stage 8.
-            await asyncio.sleep(0)
-        return await _rank_and_pack(ctx, found)
-    finally:
-        cancel_all([ctx.access_read, ctx.centroids_read and ctx.centroids_read[1]])
+    if ctx.reads.access is not None or ctx.reads.centroids is not None:
+        # Stages 5-7 run without waiting on anything: the reads are sent now, or only in stage 8.
+        await asyncio.sleep(0)
+    return await _rank_and_pack(ctx, found)
 
 
 BEFORE_THRESHOLD_KEPT = 50
 
 
-async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
+async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> Recalled:
     """Stages 5-9."""
     req, cfg = ctx.request, ctx.config.recall
     candidates = await run_stage(ctx, "fusion", fuse.fuse, found, count_in=len(found.scores))
@@ -322,30 +312,26 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> RecallResult:
     if not req.explain:  # (an explained result shows whole ids)
         # The handles of the memories stage 9 will likely take (stage 8 reorders a little) are read
         # while stage 8 runs, but for those retrieval found unique in 8 digits (usually all).
-        ctx.handles = assemble.HandlesReadAhead(
+        ctx.reads.handles = assemble.HandlesReadAhead(
             ctx.store.handles, [c.memory.id for c in candidates[: 2 * req.limit]], found.handle8_unique
         )
-    try:
-        if ctx.handles is not None and ctx.handles.reading:
+        if ctx.reads.handles.reading:
             await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
-        candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
-        packed = await run_stage(
-            ctx,
-            "assembly",
-            _assemble,
-            candidates,
-            count_in=len(candidates),
-            count=lambda packed: len(packed.chosen),
-            detail={"max_tokens": req.max_tokens, "limit": req.limit},
-        )
-    finally:
-        if ctx.handles is not None:
-            ctx.handles.cancel()
+    candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
+    packed = await run_stage(
+        ctx,
+        "assembly",
+        _assemble,
+        candidates,
+        count_in=len(candidates),
+        count=lambda packed: len(packed.chosen),
+        detail={"max_tokens": req.max_tokens, "limit": req.limit},
+    )
     chosen, tokens = packed.chosen, packed.tokens_used
     ctx.trace.stages[-1].detail["tokens_used"] = tokens
     if ctx.usage.calls or ctx.usage.cached:
         ctx.trace.llm = ctx.usage.as_dict()
-    return RecallResult(
+    return Recalled(
         memories=[(c.memory, c.score) for c in chosen],
         ranked=candidates,
         tokens_used=tokens,

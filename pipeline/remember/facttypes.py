@@ -18,32 +18,6 @@ off by default), its fact type replaces the cues' answer (pipeline/remember/topi
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from memlane.pipeline.errors import InvalidInput
-
-FACT_TYPES = ("world", "experience", "opinion")
-
-
-def fact_type_value(value: Any) -> str | None:
-    """A caller's fact type, checked; None means "classify it"."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or value.strip().lower() not in FACT_TYPES:
-        raise InvalidInput(f"fact_type must be one of {', '.join(FACT_TYPES)}; got {value!r}")
-    return value.strip().lower()
-
-
-def fact_types_filter(value: Any) -> tuple[str, ...]:
-    """recall(fact_types=[...]): a list of fact types, each checked."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple):
-        raise InvalidInput(f"fact_types must be a list of {', '.join(FACT_TYPES)}")
-    return tuple(dict.fromkeys(fact_type_value(v) for v in value))
-
 
 # A conversational turn's speaker, dropped before the cues are read ("User: I went ...").
 _SPEAKER = re.compile(r"^\s*(user|assistant|me|human|ai)\s*:\s*", re.I)

@@ -1,9 +1,6 @@
 """One model of a memory as callers give it: ``MemoryInput`` for remember and import, ``MemoryPatch``
 for update. The MCP tools, the CLI and ``memlane import`` build these and nothing else validates a
-memory's fields; limits come from the configuration through ``parse``.
-
-Errors are ``InvalidInput`` with the message of the check that failed (``validate.py``), so every
-entry point tells the caller the same thing in the same words.
+memory's fields; limits come from the configuration through ``parse`` (``pipeline/request.py``).
 
 Likely secrets in the content and the metadata are redacted (or refused) here, per ``[remember]
 secrets`` (``secrets.py``), before anything is embedded or stored; ``redacted`` says what was done.
@@ -13,49 +10,39 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from memlane.pipeline import validate as v
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.remember import secrets
-from memlane.pipeline.remember.facttypes import fact_type_value
-
-
-def _limits(info: ValidationInfo) -> EngineConfig:
-    cfg = (info.context or {}).get("config")
-    return cfg if cfg is not None else EngineConfig()
+from memlane.pipeline.request import Request, config_of
+from memlane.pipeline.validate import fact_type_value
 
 
 def _secrets(value: Any, field: str, info: ValidationInfo) -> Any:
     """``[remember] secrets`` on a validated field; the counts go to the parse call's context."""
     ctx = info.context if info.context is not None else {}
     counts = ctx.setdefault("redacted", Counter())
-    return secrets.apply_deep(value, _limits(info).remember.secrets, field, counts)
+    return secrets.apply_deep(value, config_of(info).remember.secrets, field, counts)
 
 
-class _Fields(BaseModel):
+class _Fields(Request):
     """The checks shared by both models; each runs before pydantic's own type check, so the
     message is memlane's."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-    _noun: ClassVar[str] = "field"
+    _what: ClassVar[str] = "a memory"
     _redacted: tuple[tuple[str, int], ...] = PrivateAttr(default=())
 
     @property
     def redacted(self) -> list[dict[str, Any]]:
         """Secrets replaced by placeholders: ``[{"kind": "openai_key", "count": 1}]``."""
         return [{"kind": k, "count": n} for k, n in self._redacted]
+
+    def _parsed(self, context: dict[str, Any]) -> None:
+        self._redacted = tuple(sorted(context["redacted"].items()))
 
     @field_validator("category", mode="before", check_fields=False)
     @classmethod
@@ -64,24 +51,24 @@ class _Fields(BaseModel):
 
     @field_validator("tags", mode="before", check_fields=False)
     @classmethod
-    def _tags(cls, value: Any, info: ValidationInfo):
-        return v.tag_list(value, _limits(info).remember.max_tags)
+    def _tags(cls, value: Any, info: ValidationInfo) -> tuple[str, ...]:
+        return v.tag_list(value, config_of(info).remember.max_tags)
 
     @field_validator("metadata", mode="before", check_fields=False)
     @classmethod
-    def _metadata(cls, value: Any, info: ValidationInfo):
-        checked = v.metadata_object(value, _limits(info).remember.max_metadata_bytes)
+    def _metadata(cls, value: Any, info: ValidationInfo) -> dict[str, Any] | None:
+        checked = v.metadata_object(value, config_of(info).remember.max_metadata_bytes)
         return _secrets(checked, "metadata", info) if checked is not None else None
 
     @field_validator("priority", mode="before", check_fields=False)
     @classmethod
-    def _priority(cls, value: Any):
+    def _priority(cls, value: Any) -> int:
         return v.priority_value(value)
 
     @field_validator("occurred_at", "expires_at", mode="before", check_fields=False)
     @classmethod
-    def _dates(cls, value: Any, info: ValidationInfo):
-        return v.parse_datetime(value, info.field_name)
+    def _dates(cls, value: Any, info: ValidationInfo) -> datetime | None:
+        return v.parse_datetime(value, info.field_name or "date")
 
     @field_validator("fact_type", mode="before", check_fields=False)
     @classmethod
@@ -97,36 +84,6 @@ class _Fields(BaseModel):
         if not isinstance(value, bool):
             raise InvalidInput("pinned must be true or false")
         return value
-
-    @classmethod
-    def parse(cls, config: EngineConfig, data: dict[str, Any]):
-        """Validate ``data`` against the configured limits; raises ``InvalidInput``."""
-        if isinstance(data, cls):
-            return data
-        if not isinstance(data, dict):
-            raise InvalidInput(f"a memory must be a JSON object, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(cls.model_fields))
-        if unknown:
-            raise InvalidInput(
-                f"unknown {cls._noun}(s) {', '.join(unknown)}; accepted: {', '.join(cls.model_fields)}"
-            )
-        context: dict[str, Any] = {"config": config, "redacted": Counter()}
-        try:
-            parsed = cls.model_validate(data, context=context)
-        except ValidationError as e:
-            raise _invalid(e) from None
-        parsed._redacted = tuple(sorted(context["redacted"].items()))
-        return parsed
-
-
-def _invalid(e: ValidationError) -> InvalidInput:
-    """The first failure, in memlane's words when one of its checks raised it."""
-    err = e.errors()[0]
-    original = (err.get("ctx") or {}).get("error")
-    if isinstance(original, InvalidInput):
-        return original
-    field = ".".join(str(p) for p in err["loc"]) or "input"
-    return InvalidInput(f"{field}: {err['msg']}")
 
 
 class MemoryInput(_Fields):
@@ -150,12 +107,12 @@ class MemoryInput(_Fields):
     @field_validator("content", mode="before")
     @classmethod
     def _content(cls, value: Any, info: ValidationInfo) -> str:
-        return _secrets(v.content_text(value, _limits(info).remember.max_content_chars), "content", info)
+        return _secrets(v.content_text(value, config_of(info).remember.max_content_chars), "content", info)
 
     @field_validator("project", mode="before")
     @classmethod
     def _project(cls, value: Any, info: ValidationInfo) -> str:
-        return v.project_name(value, _limits(info).default_project)
+        return v.project_name(value, config_of(info).default_project)
 
     @field_validator("source", mode="before")
     @classmethod
@@ -195,15 +152,15 @@ class MemoryPatch(_Fields):
     def _content(cls, value: Any, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        return _secrets(v.content_text(value, _limits(info).remember.max_content_chars), "content", info)
+        return _secrets(v.content_text(value, config_of(info).remember.max_content_chars), "content", info)
 
     @classmethod
-    def parse(cls, config: EngineConfig, data: dict[str, Any]) -> MemoryPatch:
+    def parse(cls, config: EngineConfig, data: Any, **context: Any) -> Self:
         """``None`` values mean "unchanged" and are dropped before validation (so a ``None``
         priority is not read as the default priority)."""
         if isinstance(data, dict):
             data = {k: val for k, val in data.items() if val is not None}
-        patch = super().parse(config, data)
+        patch = super().parse(config, data, **context)
         if not patch.changes():
             raise InvalidInput(f"nothing to update: give at least one of {', '.join(cls.model_fields)}")
         return patch

@@ -30,11 +30,10 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.words import STOPWORDS, same_word, token_rank
 
 if TYPE_CHECKING:
@@ -93,20 +92,6 @@ class Assignment:
     # The automatic topics joined, each with the key terms it gets if this memory creates it.
     auto: tuple[tuple[str, tuple[str, ...]], ...] = ()
     confidences: tuple[float, ...] = ()
-
-
-def topics_filter(value: Any) -> tuple[str, ...]:
-    """recall(topics=[...]): topic names, as categories are written (trimmed, lower case)."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
-        raise InvalidInput("topics must be a list of topic names")
-    out = [t.strip().lower() for t in value if t.strip()]
-    if any(len(t) > 64 for t in out):
-        raise InvalidInput("a topic name is at most 64 characters")
-    return tuple(dict.fromkeys(out))
 
 
 def _array(vec) -> np.ndarray:

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.llm.service import LLMBudget, StageLLM, parse_json
 from memlane.pipeline.providers.llm.base import LLMError
-from memlane.pipeline.remember.facttypes import FACT_TYPES
 from memlane.pipeline.remember.topics import Assignment, Topics, key_terms
+from memlane.pipeline.validate import FACT_TYPES
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import LLMConfig

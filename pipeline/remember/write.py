@@ -44,6 +44,7 @@ from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
 from memlane.pipeline.store import StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
+from memlane.pipeline.store.rows import WRITTEN
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ PART_SIZE = 64
 TAIL_SPLIT_MIN = 16
 
 Near = tuple[tuple[UUID, float], ...]
+# The written columns a ``MemoryInput`` carries (the same names; its content hash is computed from
+# its content and date): all but what step 4 and step 6 add.
+GIVEN_COLUMNS = tuple(c.name for c in WRITTEN if c.name not in ("embedding", "topics"))
 
 
 async def remember_one(
@@ -363,24 +367,15 @@ def stored_rows(
     assigned: list[Any],
     sequence: tuple[str, float | None] | None = None,
 ) -> list[StoredRow]:
-    """The rows step 7 writes: each input with its vector and topics."""
+    """The rows step 7 writes: each input's columns as the caller gave them (checked), with its
+    vector and topics."""
     return [
         StoredRow(
-            project=m.project,
-            content=m.content,
-            content_hash=m.content_hash,
-            embedding=vec,
-            category=m.category,
-            tags=m.tags,
-            metadata=m.metadata,
-            pinned=m.pinned,
-            priority=m.priority,
-            occurred_at=m.occurred_at,
-            expires_at=m.expires_at,
-            source=m.source,
-            position=m.position,
-            topics=a.topics if a is not None else None,
-            fact_type=m.fact_type,
+            values={
+                **{name: getattr(m, name) for name in GIVEN_COLUMNS},
+                "embedding": vec,
+                "topics": a.topics if a is not None else None,
+            },
             auto_topics=a.auto if a is not None else (),
             sequence=sequence is not None,
             sequence_gap_s=sequence[1] if sequence is not None else None,

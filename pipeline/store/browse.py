@@ -20,11 +20,9 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Memory
+from memlane.pipeline.request import Filters
+from memlane.pipeline.store.filters import WHEN, where
 from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
-
-# "when": when it happened (occurred_at), or when it was stored when that is unknown; the same
-# expression as the index memories_project_when, so the planner can use it.
-WHEN = "coalesce(m.occurred_at, m.created_at)"
 
 # sort name -> the key columns, most significant first; the id breaks ties, so the order is total.
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -92,49 +90,21 @@ class BrowseQueries:
 
     async def browse(
         self,
-        project: str,
+        filters: Filters,
         *,
         sort: str = "created",
         descending: bool = True,
-        category: str | None = None,
-        tags: tuple[str, ...] = (),
-        pinned: bool | None = None,
-        topic: str | None = None,
-        fact_type: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
         cursor: str | None = None,
         before: str | None = None,
         limit: int = 50,
     ) -> BrowsePage:
-        """One page of a project's memories (expired ones too: the browser shows what is stored),
-        with their access counts. ``since``/``until`` bound when each memory happened (``WHEN``);
-        ``topic`` keeps the memories with that topic (the GIN index of migration 0007)."""
+        """One page of the memories of the filters' project that they admit (expired ones too: the
+        browser shows what is stored), with their access counts."""
         if sort not in SORT_KEYS:
             raise InvalidInput(f"sort must be one of {', '.join(SORT_KEYS)}; got {sort!r}")
         keys = SORT_KEYS[sort]
-        filters, params = ["m.project = %s"], [project]
-        if category is not None:
-            filters.append("m.category = %s")
-            params.append(category)
-        if tags:
-            filters.append("m.tags @> %s")
-            params.append(list(tags))
-        if pinned is not None:
-            filters.append("m.pinned = %s")
-            params.append(pinned)
-        if topic is not None:
-            filters.append("m.topics @> ARRAY[%s]::text[]")
-            params.append(topic)
-        if fact_type is not None:
-            filters.append("m.fact_type = %s")
-            params.append(fact_type)
-        if since is not None:
-            filters.append(f"{WHEN} >= %s")
-            params.append(since)
-        if until is not None:
-            filters.append(f"{WHEN} < %s")
-            params.append(until)
+        condition, params = where(filters, live=False)
+        conditions = [condition]
         if cursor is not None and before is not None:
             raise InvalidInput("give cursor (the next page) or before (the previous page), not both")
         # ``before``: the page that ends just before a row, read backwards from it (the same index,
@@ -145,20 +115,22 @@ class BrowseQueries:
             # comparison of tuples is exactly "after the cursor", and it matches the index order.
             values = decode_cursor(cursor or before, sort)
             op = "<" if descending != backward else ">"
-            filters.append(f"({', '.join(keys)}) {op} ({', '.join(['%s'] * len(keys))})")
-            params.extend(values)
+            conditions.append(
+                f"({', '.join(keys)}) {op} ({', '.join(f'%(k{i})s' for i in range(len(keys)))})"
+            )
+            params.update({f"k{i}": value for i, value in enumerate(values)})
         direction = "DESC" if descending != backward else "ASC"
         order = ", ".join(f"{k} {direction}" for k in keys)
         cols = M_MEMORY_COLUMNS
         key_cols = ", ".join(f"{k} AS k{i}" for i, k in enumerate(keys))
         sql = (
             f"SELECT p.*, a.access_count, a.last_accessed_at FROM ("
-            f" SELECT {cols}, {key_cols} FROM memories m WHERE {' AND '.join(filters)}"
-            f" ORDER BY {order} LIMIT %s) AS p"
+            f" SELECT {cols}, {key_cols} FROM memories m WHERE {' AND '.join(conditions)}"
+            f" ORDER BY {order} LIMIT %(limit)s) AS p"
             f" LEFT JOIN memory_access a ON a.memory_id = p.id"
             f" ORDER BY {', '.join(f'k{i} {direction}' for i in range(len(keys)))}"
         )
-        params.append(limit + 1)  # one more than asked: whether there is a next page
+        params["limit"] = limit + 1  # one more than asked: whether there is a next page
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
             rows = await cur.fetchall()

@@ -412,7 +412,7 @@ def read_again_once(method):
 
 
 def count_again_once(method):
-    """Run ``touch``, a write whose only effect is counting accesses, again once like a read: if the
+    """Run ``count_accesses``, a write whose only effect is counting accesses, again once like a read: if the
     lost call did commit, those accesses count twice, which only nudges a scoring adjustment."""
     return _again_once(method)
 

@@ -13,7 +13,9 @@ from psycopg.rows import dict_row
 from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
+from memlane.pipeline.request import Filters
 from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.filters import where as filters_where
 from memlane.pipeline.store.handles import HANDLE8_UNIQUE
 from memlane.pipeline.store.rows import (
     ACCESS_COLUMNS,
@@ -24,7 +26,6 @@ from memlane.pipeline.store.rows import (
     values_to_memory,
 )
 from memlane.pipeline.store.scoring import CATEGORY_VERSION
-from memlane.pipeline.store.vectors import project_is
 
 # What recall's stages 8 and 9 need of each candidate beside its row (see ``Hit``); the version is
 # NULL for a memory without a category.
@@ -52,8 +53,25 @@ HANDLE_AND_VERSION = (
 #   one question at a million memories), which no index avoids: the default keeps the arm about as
 #   fast as the question's embedding at that size.
 # - Lexemes are quoted (backslashes dropped, quotes doubled) so none is read as an operator.
-# recall.keyword_max_postings' default, for callers that do not pass it (one number, in the schema).
+# The defaults of recall.keyword_common_df and recall.keyword_max_postings (one number each, in the
+# schema), for ``KeywordBounds`` not read from a configuration.
+KEYWORD_COMMON_DF: float = RecallConfig.model_fields["keyword_common_df"].default
 KEYWORD_MAX_POSTINGS: int = RecallConfig.model_fields["keyword_max_postings"].default
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordBounds:
+    """How much of a project the keyword arm may read: the lexemes it leaves out of its tsquery
+    (``recall.keyword_common_df``) and the postings it reads at most (``recall.keyword_max_postings``)."""
+
+    common_df: float = KEYWORD_COMMON_DF
+    max_postings: int = KEYWORD_MAX_POSTINGS
+
+    @classmethod
+    def of(cls, cfg: RecallConfig) -> KeywordBounds:
+        return cls(cfg.keyword_common_df, cfg.keyword_max_postings)
+
+
 QUERY_CTES = r"""
 qlex AS (
     SELECT DISTINCT lx FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS lx
@@ -209,58 +227,35 @@ class SearchQueries:
     """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
     @staticmethod
-    def _where(
-        project, query, category, tags, common_df, topics=(), fact_types=(), max_postings=None
-    ) -> tuple[str, dict[str, Any]]:
-        # The project in the text: its own vector index serves the vector arm (store/vectors.py).
-        filters = [project_is("m.project", project), "(m.expires_at IS NULL OR m.expires_at > now())"]
-        params: dict[str, Any] = {
-            "project": project,
-            "q": query,
-            "common_df": common_df,
-            "max_postings": KEYWORD_MAX_POSTINGS if max_postings is None else max_postings,
-        }
-        if category is not None:
-            filters.append("m.category = %(category)s")
-            params["category"] = category
-        if tags:
-            filters.append("m.tags @> %(tags)s")
-            params["tags"] = list(tags)
-        if topics:  # any of them (the GIN index on topics serves &&)
-            filters.append("m.topics && %(topics)s::text[]")
-            params["topics"] = list(topics)
-        if fact_types:
-            filters.append("m.fact_type = ANY(%(fact_types)s::text[])")
-            params["fact_types"] = list(fact_types)
-        return " AND ".join(filters), params
+    def _where(filters: Filters, text: str, bounds: KeywordBounds) -> tuple[str, dict[str, Any]]:
+        """The filters' conditions, and the parameters of the question's lexemes (``QUERY_CTES``)."""
+        conditions, params = filters_where(filters)
+        params.update(
+            project=filters.project, q=text, common_df=bounds.common_df, max_postings=bounds.max_postings
+        )
+        return conditions, params
 
     @read_again_once
     async def candidates(
         self,
         arm: str,
         *,
-        project: str,
-        query: str,
+        text: str,
+        filters: Filters,
         k: int,
-        category: str | None = None,
-        tags: tuple[str, ...] = (),
-        common_df: float = 0.05,
-        topics: tuple[str, ...] = (),
-        fact_types: tuple[str, ...] = (),
+        bounds: KeywordBounds = KeywordBounds(),
         embedding: list[float] | None = None,
-        max_postings: int | None = None,
     ) -> tuple[list[UUID], list[float] | None, QueryTerms | None]:
-        """One store arm alone: the ids of its top k (for the keyword arm best first, ties by
-        content), and for an arm that reads the question's lexemes (keyword) their scores and the
-        question's statistics (``QueryTerms``, for ``search``). Recall runs the arms that need no embedding (keyword) while the query is
-        being embedded, and the others (vector, given ``embedding``) as soon as it is, each on its
-        own connection, before one ``search`` scores them all."""
+        """One store arm alone, for ``text`` among the memories ``filters`` admits: the ids of its top
+        k (for the keyword arm best first, ties by content), and for an arm that reads the
+        question's lexemes (keyword) their scores and the question's statistics (``QueryTerms``,
+        for ``search``). Recall runs the arms that need no embedding (keyword) while the question
+        is being embedded, and the others (vector, given ``embedding``) as soon as it is, each on
+        its own connection, before one ``search`` scores them all."""
         spec = SQL_ARMS[arm]
         if spec.needs_embedding and embedding is None:
             raise ValueError(f"the {arm} arm needs an embedding")
-        where, params = self._where(
-            project, query, category, tags, common_df, topics, fact_types, max_postings
-        )
+        where, params = self._where(filters, text, bounds)
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         sql = f"{spec.cte} AS ({spec.select.format(where=where, k=int(k))})"
@@ -296,29 +291,22 @@ class SearchQueries:
     async def search(
         self,
         *,
-        project: str,
-        query: str,
+        text: str,
         embedding: list[float] | None,
+        filters: Filters,
         k: int,
-        category: str | None = None,
-        tags: tuple[str, ...] = (),
+        bounds: KeywordBounds = KeywordBounds(),
         arms: tuple[str, ...] = tuple(SQL_ARMS),
-        common_df: float = 0.05,
         preselected: dict[str, list[UUID]] | None = None,
-        topics: tuple[str, ...] = (),
-        fact_types: tuple[str, ...] = (),
         terms: QueryTerms | None = None,
-        max_postings: int | None = None,
     ) -> list[Hit]:
         """Run the store arms (each its top k; an arm in ``preselected`` already ran, through
         ``candidates``), then score every candidate of any arm on every arm that can score it:
         exact scores for the union let fusion weigh a memory that another arm ranked just outside
-        its top k. ``terms``: this query's ``QueryTerms`` in this project (with this
-        ``common_df``), when ``candidates`` read them already."""
+        its top k. ``terms``: this text's ``QueryTerms`` in this project (with these
+        ``bounds``), when ``candidates`` read them already."""
         preselected = preselected or {}
-        where, params = self._where(
-            project, query, category, tags, common_df, topics, fact_types, max_postings
-        )
+        where, params = self._where(filters, text, bounds)
         if embedding is not None:
             params["emb"] = np.asarray(embedding, dtype=np.float32)
         usable = {n: s for n, s in SQL_ARMS.items() if embedding is not None or not s.needs_embedding}
@@ -369,23 +357,20 @@ class SearchQueries:
     async def in_range(
         self,
         *,
-        project: str,
-        query: str,
+        text: str,
         embedding: list[float] | None,
+        filters: Filters,
         ranges: list[tuple[Any, Any]],
         k: int,
         max_scan: int,
-        category: str | None = None,
-        tags: tuple[str, ...] = (),
-        common_df: float = 0.05,
-        max_postings: int | None = None,
+        bounds: KeywordBounds = KeywordBounds(),
     ) -> tuple[list[Hit], int]:
         """The temporal arm's read: memories whose ``occurred_at`` falls in any of ``ranges``
-        (``(start, end)``, start inclusive, end exclusive, ``None`` open), at most ``max_scan`` of
-        them (the latest) read through the (project, occurred_at) index, scored exactly by cosine
-        to ``embedding`` and BM25 of ``query``; returns the best ``k`` by cosine + BM25 / best BM25
+        (``(start, end)``, start inclusive, end exclusive, ``None`` open) among those ``filters``
+        admits, at most ``max_scan`` of them (the latest) read through the (project, occurred_at)
+        index, scored exactly by cosine to ``embedding`` and BM25 of ``text``; returns the best ``k`` by cosine + BM25 / best BM25
         in the range, and how many were scanned."""
-        where, params = self._where(project, query, category, tags, common_df, max_postings=max_postings)
+        where, params = self._where(filters, text, bounds)
         clauses = []
         for i, (start, end) in enumerate(ranges):
             parts = []

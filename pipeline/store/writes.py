@@ -5,20 +5,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator, Collection
-from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.connection import count_again_once
 from memlane.pipeline.store.graph import LinkPlanner, unlink_content, write_links
-from memlane.pipeline.store.rows import MEMORY_COLUMNS, StoredRow, row_to_memory
+from memlane.pipeline.store.rows import (
+    INSERT,
+    MEMORY_COLUMNS,
+    UPDATABLE,
+    StoredRow,
+    insert_params,
+    row_to_memory,
+    update_param,
+)
 from memlane.pipeline.store.topics import add_to_sums, upsert_topic_sums
 from memlane.pipeline.validate import content_hash
 
@@ -135,51 +140,10 @@ class Writes:
     async def _insert_rows(
         conn: psycopg.AsyncConnection, rows: list[StoredRow]
     ) -> dict[tuple[str, str], UUID]:
-        cols = list(
-            zip(
-                *(
-                    (
-                        r.project,
-                        r.content,
-                        r.content_hash,
-                        np.asarray(r.embedding, dtype=np.float32),
-                        r.category,
-                        Jsonb(list(r.tags)),
-                        Jsonb(r.metadata),
-                        r.pinned,
-                        r.priority,
-                        r.occurred_at,
-                        r.expires_at,
-                        r.source,
-                        r.position,
-                        Jsonb(list(r.topics)) if r.topics is not None else None,
-                        r.fact_type,
-                    )
-                    for r in rows
-                ),
-                strict=True,
-            )
-        )
-        # %b: a list of vectors goes in pgvector's binary format. psycopg sends a list in text by
-        # default, and printing a batch's floats as decimals cost about 50 times the binary form
-        # (the same holds for the other vector[] parameters: nearest_many, the topic sums).
-        sql = (
-            "INSERT INTO memories (project, content, content_hash, embedding, category, tags, metadata,"
-            " pinned, priority, occurred_at, expires_at, source, position, topics, fact_type)"
-            " SELECT r.project, r.content, r.content_hash, r.embedding, r.category,"
-            " ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.metadata, r.pinned, r.priority,"
-            " r.occurred_at, r.expires_at, r.source, r.position,"
-            " CASE WHEN r.topics IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text(r.topics)) END,"
-            " r.fact_type"
-            " FROM unnest(%s::text[], %s::text[], %s::text[], %b::vector[], %s::text[], %s::jsonb[], %s::jsonb[],"
-            " %s::bool[], %s::int2[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int4[],"
-            " %s::jsonb[], %s::text[]) WITH ORDINALITY"
-            " AS r(project, content, content_hash, embedding, category, tags, metadata, pinned, priority,"
-            " occurred_at, expires_at, source, position, topics, fact_type, ord)"
-            " ORDER BY r.ord"
-            " ON CONFLICT (project, content_hash) DO NOTHING RETURNING id, project, content_hash"
-        )
-        cur = await conn.execute(sql, [list(c) for c in cols])
+        # %b (rows.INSERT): a list of vectors goes in pgvector's binary format. psycopg sends a list
+        # in text by default, and printing a batch's floats as decimals cost about 50 times the
+        # binary form (the same holds for the other vector[] parameters: nearest_many, the topic sums).
+        cur = await conn.execute(INSERT, insert_params(rows))
         return {(p, h): i for i, p, h in await cur.fetchall()}
 
     @staticmethod
@@ -242,7 +206,7 @@ class Writes:
                 nxt = position + 2
             # The batch's later rows follow this one (stored now, at this occurred_at).
             last[key] = (nxt, 0.0, 0.0)
-            out.append(replace(r, position=nxt))
+            out.append(r.at(nxt))
         return out
 
     @staticmethod
@@ -264,22 +228,6 @@ class Writes:
         cur = await conn.execute("SELECT DISTINCT project FROM memories WHERE id = ANY(%s)", (list(ids),))
         await cls._serialise_writes(conn, [r[0] for r in await cur.fetchall()])
 
-    UPDATABLE = frozenset(
-        {
-            "content",
-            "category",
-            "tags",
-            "pinned",
-            "priority",
-            "occurred_at",
-            "expires_at",
-            "metadata",
-            "embedding",
-            "topics",
-            "fact_type",
-        }
-    )
-
     async def update(
         self,
         memory_id: UUID,
@@ -291,7 +239,7 @@ class Writes:
         """Set some columns of one memory in one transaction. New content or occurred_at gets a new
         content hash computed from the row as locked here, so a concurrent update of the other field
         cannot leave a stale hash."""
-        unknown = set(fields) - self.UPDATABLE
+        unknown = set(fields) - UPDATABLE
         if unknown:
             raise ValueError(f"Store.update cannot set {sorted(unknown)}")
         if not fields:
@@ -311,16 +259,8 @@ class Writes:
                 fields["content_hash"] = content_hash(
                     fields.get("content", row[0]), fields.get("occurred_at", row[1])
                 )
-            sets, params = [], []
-            for k, v in fields.items():
-                if k == "embedding":
-                    v = np.asarray(v, dtype=np.float32)
-                elif k == "metadata":
-                    v = Jsonb(v)
-                elif k in ("tags", "topics"):
-                    v = list(v)
-                sets.append(f"{k} = %s")
-                params.append(v)
+            sets = [f"{k} = %s" for k in fields]
+            params = [update_param(k, v) for k, v in fields.items()]
             sql = (
                 f"UPDATE memories SET {', '.join(sets)}, updated_at = now() WHERE id = %s"
                 f" RETURNING {MEMORY_COLUMNS}"
@@ -365,7 +305,7 @@ class Writes:
             return cur.rowcount
 
     @count_again_once
-    async def touch(self, ids: list[UUID]) -> None:
+    async def count_accesses(self, ids: list[UUID]) -> None:
         """Count an access for memories a recall returned (for later scoring adjustments). Kept in
         its own table (migration 0003): an UPDATE of ``memories`` on every recall would write the
         rows the keyword index and the BM25 statistics trigger read. Upserts in id order, so two
@@ -390,5 +330,5 @@ class Writes:
             async with conn.cursor() as cur:
                 await cur.executemany(
                     "UPDATE memories SET embedding = %s WHERE id = %s",
-                    [(np.asarray(v, dtype=np.float32), i) for i, v in pairs],
+                    [(update_param("embedding", v), i) for i, v in pairs],
                 )

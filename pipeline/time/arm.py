@@ -28,6 +28,7 @@ from typing import Any
 
 from memlane.pipeline.providers.embedding.base import calibrated
 from memlane.pipeline.records import Memory, Query, stable_key
+from memlane.pipeline.store.search import KeywordBounds
 from memlane.pipeline.time.parser import TimeRange, parse, strip_expressions
 
 ARM = "temporal"
@@ -44,17 +45,14 @@ def question_ranges(ctx, query: Query) -> list[TimeRange]:
 
 async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, str]:
     """An event range placed on the memory that best matches its event phrase."""
-    req, cfg = ctx.request, ctx.config
+    cfg = ctx.config
     vectors = await embedding_of([r.event])
     hits = await ctx.store.search(
-        project=req.project,
-        query=r.event,
+        text=r.event,
         embedding=vectors[0] if vectors else None,
+        filters=ctx.request.filters,
         k=cfg.temporal.candidates,
-        category=req.category,
-        tags=req.tags,
-        common_df=cfg.recall.keyword_common_df,
-        max_postings=cfg.recall.keyword_max_postings,
+        bounds=KeywordBounds.of(cfg.recall),
     )
     hits = calibrated(ctx.embedder, hits, ["vector"])  # the floor is on the reference scale
     best_bm25 = max((h.scores.get("keyword", 0.0) for h in hits), default=0.0)
@@ -85,7 +83,7 @@ async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, st
 async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
     """The arm (see the module docstring); notes what it did in ``found.notes[ARM]``."""
     started = time.perf_counter()
-    cfg, req = ctx.config, ctx.request
+    cfg = ctx.config
     if not cfg.temporal.enabled:
         found.notes[ARM] = "not run: [temporal] enabled = false"
         return []
@@ -117,16 +115,13 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
     rest = strip_expressions(query.text, ranges) or query.text
     embedding = found.vectors[0] if found.vectors else None
     hits, scanned = await ctx.store.in_range(
-        project=req.project,
-        query=rest,
+        text=rest,
         embedding=embedding,
+        filters=ctx.request.filters,
         ranges=[(r.start, r.end) for r in resolved],
         k=cfg.temporal.candidates,
         max_scan=cfg.temporal.max_scan,
-        category=req.category,
-        tags=req.tags,
-        common_df=cfg.recall.keyword_common_df,
-        max_postings=cfg.recall.keyword_max_postings,
+        bounds=KeywordBounds.of(cfg.recall),
     )
     hits = calibrated(ctx.embedder, hits, ["vector"])  # on the scale of the other arms' cosines
     # The memory an event range was anchored on is the event itself, not what happened around it:

@@ -17,8 +17,8 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, MemlaneError
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.remember.inputs import MemoryInput
-from memlane.server.auth.projects import resolve_projects
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
@@ -33,7 +33,7 @@ async def with_engine(settings: Settings, handler, args) -> int:
     # The model loads while the database starts (a thread: onnxruntime and the tokenizer release
     # the GIL for most of it), not after: a CLI recall is then the slower of the two, not their sum.
     # (A failed load is the command's own first embedding's error to report, not this.)
-    warming = engine.warm_in_background() if handler in EMBEDS else None
+    warming = engine.runtime.warm_in_background() if handler in EMBEDS else None
     try:
         if handler is not cmd_doctor:  # doctor opens it itself, to report what fails instead of stopping
             await engine.open(check_model=handler is not cmd_reembed)
@@ -126,26 +126,10 @@ def _project_option(values: list[str] | None) -> str | list[str] | None:
 
 
 async def cmd_recall(engine: Engine, args) -> int:
-    project, current = await resolve_projects(
-        engine, _project_option(args.project), getattr(args, "current_project", None)
-    )
-    req = engine.recall_request(
-        args.query,
-        project=project,
-        current_project=current,
-        limit=args.limit,
-        max_tokens=args.max_tokens,
-        mode=args.mode,
-        reference_time=args.reference_time,
-        category=args.category,
-        tags=args.tags,
-        explain=args.explain,
-        topics=args.topics,
-        fact_types=args.fact_types,
-        include_context=args.include_context,
-        include_entities=args.include_entities,
-    )
-    res = await engine.recall(req)
+    # The options are named as the recall's fields (``RecallQuery``); --project may be repeated.
+    given = {name: getattr(args, name) for name in RecallQuery.accepted() if hasattr(args, name)}
+    given["project"] = _project_option(args.project)
+    res = await engine.recall(given)
     if args.json:
         # Exactly what the recall tool returns to an MCP client (full ids and scores with --explain).
         out: dict[str, Any] = dict(res.rendered)
@@ -296,8 +280,8 @@ async def cmd_maintain(engine: Engine, args) -> int:
 async def cmd_doctor(engine: Engine, args) -> int:
     ok = True
     report: dict[str, Any] = {}
-    report["data_dir"] = str(engine.data_dir) if engine.dsn_kind == "embedded" else None
-    report["database"] = engine.dsn_kind
+    report["data_dir"] = str(engine.runtime.data_dir) if engine.runtime.dsn_kind == "embedded" else None
+    report["database"] = engine.runtime.dsn_kind
     report["configured_model"] = engine.embedder.model_id
     report["embedding_choice"] = engine.embedder.chosen
     if engine.embedder.fallback:
@@ -319,8 +303,8 @@ async def cmd_doctor(engine: Engine, args) -> int:
         report["schema_version"] = stats["schema_version"]
         report["memories"] = stats["memories"]
         report["recorded_model"] = stats["embedding_model"]
-        if engine.replicas is not None:  # a replica down is not fatal (recall reads the primary)
-            report["read_replicas"] = await engine.replica_status()
+        if engine.runtime.replicas is not None:  # a replica down is not fatal (recall reads the primary)
+            report["read_replicas"] = await engine.runtime.replica_status()
             down = [r["replica"] for r in report["read_replicas"] if not r["up"]]
             if down:
                 ok = False
@@ -364,7 +348,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
             )
     from memlane.server.cli.backup import last_backup
 
-    report["last_backup"] = last_backup(engine.data_dir) or "none in data_dir/backups"
+    report["last_backup"] = last_backup(engine.runtime.data_dir) or "none in data_dir/backups"
     versions = {"memlane": VERSION}
     for pkg in (
         "mcp",

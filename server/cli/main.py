@@ -204,8 +204,8 @@ def _engine_starting(settings: Settings):
     from memlane.pipeline.engine import Engine
 
     engine = Engine(settings.engine())
-    engine.prestart()
-    engine.warm_in_background()
+    engine.runtime.prestart()
+    engine.runtime.warm_in_background()
     return engine
 
 

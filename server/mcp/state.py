@@ -50,7 +50,7 @@ class State:
     def start(self) -> None:
         if self._startup is None:
             self._startup = self._open()
-            self.engine.warm_in_background().add_done_callback(_log_warm_failure)
+            self.engine.runtime.warm_in_background().add_done_callback(_log_warm_failure)
 
     def _open(self) -> asyncio.Task:
         """The start-up's task, which logs when the store is open (a failure: the first call says

@@ -1,11 +1,14 @@
 """The five tools. Each is a plain async function: its docstring is what the client's model reads,
 its parameters are described in ``params.py``, and it reaches the engine through the ``State`` the
 lifespan yielded (``state_of(ctx)``). ``app.py`` registers them with their annotations.
+
+A tool hands its arguments to the engine as they came (``_arguments``): they are the fields of the
+operation's request value (``MemoryInput``, ``RecallQuery``, ``MemoryPatch``), which checks them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
@@ -14,7 +17,6 @@ from memlane.pipeline.access import Principal
 from memlane.pipeline.recall import render
 from memlane.pipeline.records import Remembered
 from memlane.pipeline.remember.inputs import MemoryPatch
-from memlane.server.auth.projects import resolve_projects
 from memlane.server.mcp import params as p
 from memlane.server.mcp.models import (
     ForgetResult,
@@ -38,6 +40,11 @@ def _text_and_structured(data: dict) -> CallToolResult:
     )
 
 
+def _arguments(given: dict[str, Any]) -> dict[str, Any]:
+    """A tool's arguments, from its ``locals()`` on entry: every parameter but the MCP context."""
+    return {name: value for name, value in given.items() if name != "ctx"}
+
+
 def stream_of(who: Principal | None) -> str:
     """The sequence a client's memories without a ``source`` continue (``Engine.remember``): over
     stdio the one client of the process, over HTTP the caller's token (clients of one token that
@@ -45,7 +52,7 @@ def stream_of(who: Principal | None) -> str:
     return "mcp" if who is None else f"mcp:{who.name}"
 
 
-async def remember_memory(eng, who: Principal | None, **params) -> Remembered:
+async def remember_memory(eng, who: Principal | None, **params: Any) -> Remembered:
     """What the remember tool asks of the engine, for ``params`` as the tool received them (the
     benchmark's tool path calls this too, so it measures the tool's own code)."""
     return await eng.remember(params, principal=who, stream=stream_of(who))
@@ -66,28 +73,15 @@ async def remember(
     source: p.RememberSource = None,
 ) -> RememberResult:
     """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match."""
+    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
-        out = await remember_memory(
-            eng,
-            who,
-            content=content,
-            project=project,
-            category=category,
-            tags=tags,
-            pinned=pinned,
-            priority=priority,
-            occurred_at=occurred_at,
-            expires_at=expires_at,
-            metadata=metadata,
-            fact_type=fact_type,
-            source=source,
-        )
+        out = await remember_memory(eng, who, **arguments)
     return RememberResult.of(out)
 
 
-async def ingest_text(eng, who: Principal | None, text: str, **params):
+async def ingest_text(eng, who: Principal | None, text: str, **params: Any):
     """What the ingest tool asks of the engine (the benchmark's ingest path calls this too)."""
     return await eng.ingest(text, principal=who, **params)
 
@@ -103,35 +97,12 @@ async def ingest(
     tags: p.EveryPieceTags = None,
 ) -> Annotated[CallToolResult, IngestResultOut]:
     """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
+    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
-        res = await ingest_text(
-            eng,
-            who,
-            text,
-            kind=kind,
-            project=project,
-            source=source,
-            occurred_at=occurred_at,
-            category=category,
-            tags=tags,
-        )
+        res = await ingest_text(eng, who, **arguments)
     return _text_and_structured(res.as_dict())
-
-
-async def recall_memories(eng, who: Principal | None, *, sampler=None, touch: bool | None = None, **params):
-    """What the recall tool asks of the engine (the benchmark's tool path calls this too): the
-    projects the caller may search, the request, the recall; each returned memory's access is
-    counted, here or (when it samples) by the tool after the client's answers. ``touch=False``:
-    counted by no one (the benchmark's run without access counting)."""
-    project, current_project = await resolve_projects(
-        eng, params.pop("project", None), params.pop("current_project", None), principal=who
-    )
-    req = eng.recall_request(params.pop("query"), project=project, current_project=current_project, **params)
-    return await eng.recall(
-        req, sampling=sampler, touch=(sampler is None) if touch is None else touch, principal=who
-    )
 
 
 async def recall(
@@ -153,35 +124,16 @@ async def recall(
     include_entities: p.IncludeEntities = False,
 ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
     """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
+    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
         sampler = sampler_for(ctx, eng.llm)
-        res = await recall_memories(
-            eng,
-            who,
-            sampler=sampler,
-            query=query,
-            project=project,
-            current_project=current_project,
-            limit=limit,
-            max_tokens=max_tokens,
-            budget=budget,
-            mode=mode,
-            reference_time=reference_time,
-            category=category,
-            tags=tags,
-            explain=explain,
-            topics=topics,
-            fact_types=fact_types,
-            include_context=include_context,
-            include_entities=include_entities,
-        )
+        res = await eng.recall(arguments, principal=who, sampling=sampler)
         RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
-        if sampler is not None:
-            if sampler.pending:  # 2026-07-28 sampling: the client answers, then calls again
-                return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
-            await eng.count_accesses(res)
+        if sampler is not None and sampler.pending:
+            # 2026-07-28 sampling: the client answers, then calls again (no access was counted)
+            return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
     data = dict(res.rendered)
     if explain:
         data["trace"] = res.trace.as_dict()
@@ -211,24 +163,13 @@ async def update(
     fact_type: p.NewFactType = None,
 ) -> UpdateResult:
     """Correct or refine a memory in place. Only the fields you pass change."""
+    changes = _arguments(locals())
+    memory_id = changes.pop("id")
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
-        patch = MemoryPatch.parse(
-            eng.config,
-            {
-                "content": content,
-                "category": category,
-                "tags": tags,
-                "pinned": pinned,
-                "priority": priority,
-                "occurred_at": occurred_at,
-                "expires_at": expires_at,
-                "metadata": metadata,
-                "fact_type": fact_type,
-            },
-        )
-        m = await eng.update(id, patch, principal=who)
+        patch = MemoryPatch.parse(eng.config, changes)
+        m = await eng.update(memory_id, patch, principal=who)
     return UpdateResult(
         **MemoryOut.of(m).model_dump(), redacted=[Redaction(**r) for r in patch.redacted] or None
     )

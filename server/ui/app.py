@@ -1,10 +1,11 @@
 """The memory browser's routes: a Starlette app rendering Jinja2 templates (autoescaped).
 
-Every page reads through the Engine methods the MCP tools and the CLI use (``recall_request`` /
-``recall``, ``get``, ``update``, ``forget``, ``stats``) and the browsing reads in
-``pipeline/store/browse.py``; there is no second data path. Changes are POST forms checked for
-CSRF (``security.py``); GET never changes anything, and the browser's own recalls do not count as
-accesses (``touch=False``): looking at a memory is not the assistant using it.
+Every page reads through the Engine methods the MCP tools and the CLI use (``recall``, ``get``,
+``update``, ``forget``, ``stats``) and the store's read API for browsing
+(``pipeline/store/browse.py``, ``entity_browse.py``); there is no second data path. Changes are POST
+forms checked for CSRF (``security.py``); GET never changes anything, and the browser's own recalls
+do not count as accesses (``count_accesses`` false): looking at a memory is not the assistant
+using it.
 
 Each page is a function of the request and the engine; ``create_app`` registers them under
 ``handler`` and puts what they share (the engine, the recall log, CSRF, templates) on ``app.state``.
@@ -29,7 +30,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from memlane.pipeline.engine import BUDGETS, MODES, Engine
+from memlane.pipeline import validate
+from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import (
     DatabaseUnavailable,
     InvalidInput,
@@ -37,8 +39,11 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
-from memlane.pipeline.remember.facttypes import FACT_TYPES
+from memlane.pipeline.recall.query import BUDGETS, MODES
+from memlane.pipeline.request import Filters
 from memlane.pipeline.store.browse import SORT_KEYS
+from memlane.pipeline.store.entity_browse import entity_id
+from memlane.pipeline.validate import FACT_TYPES
 from memlane.server.ui import charts, forms, graph_svg
 from memlane.server.ui.metrics import RECALLS, RecallLog
 from memlane.server.ui.security import (
@@ -142,20 +147,33 @@ async def not_found(request: Request, exc: HTTPException) -> Response:
     return error(request, exc.status_code, "Not found", f"Nothing lives at {request.url.path}.")
 
 
+def _filters(engine: Engine, **values: Any) -> Filters:
+    """A page's filters, checked as a recall's are (``Filters``)."""
+    return Filters.parse(engine.config, values)
+
+
+async def _project_size(engine: Engine, name: str) -> int:
+    """The memories of the project a page names (0: no such project, or a name no project has)."""
+    if not name.strip():
+        return 0
+    return await engine.store.project_size(validate.project_name(name, engine.config.default_project))
+
+
 # -- pages ------------------------------------------------------------------------------------------
 
 
 async def projects(request: Request, engine: Engine) -> Response:
     rows = []
-    for p in await engine.projects():
-        newest = await engine.browse(p.project, limit=3)
+    store = engine.store
+    for p in await store.project_summaries():
+        newest = await store.browse(_filters(engine, projects=[p.project]), limit=3)
         rows.append(
             {
                 "project": p.project,
                 "memories": p.memories,
-                "categories": (await engine.project_categories(p.project))[:6],
+                "categories": (await store.project_categories(p.project))[:6],
                 "newest": newest.memories,
-                "recalled": await engine.most_recalled(p.project, 3),
+                "recalled": await store.most_recalled(p.project, 3),
             }
         )
     return page(request, "projects.html", title="Projects", nav="projects", projects=rows)
@@ -163,7 +181,7 @@ async def projects(request: Request, engine: Engine) -> Response:
 
 async def project(request: Request, engine: Engine) -> Response:
     name = request.path_params["project"]
-    size = await engine.project_size(name) if name.strip() else 0
+    size = await _project_size(engine, name)
     if size == 0:
         return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
     qp = request.query_params
@@ -197,41 +215,48 @@ async def project(request: Request, engine: Engine) -> Response:
         "size": size,
         "filters": filters,
         # Names only: counting them would read the whole project on every page.
-        "categories": await engine.category_names(name),
-        "topics": await engine.project_topics(name),
+        "categories": await engine.store.category_names(name),
+        "topics": await engine.store.project_topics(
+            name, [t.name for t in engine.config.topics.custom_topics]
+        ),
         "fact_types": FACT_TYPES,
         "notice": {"forgotten": "The memory was forgotten."}.get(qp.get("done", ""), ""),
     }
     if q:
         # Search is recall itself (all nine stages), so the list shows what the assistant would get.
-        req = engine.recall_request(
-            q,
-            project=name,
-            limit=forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
-            max_tokens=10**9,  # a list to look at, not a context window: no token budget
-            category=category,
-            tags=tags,
-            topics=[topic] if topic else None,
-            fact_types=[fact_type] if fact_type else None,
-            explain=True,
+        result = await engine.recall(
+            {
+                "query": q,
+                "project": name,
+                "limit": forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
+                "max_tokens": 10**9,  # a list to look at, not a context window: no token budget
+                "category": category,
+                "tags": tags,
+                "topics": [topic] if topic else None,
+                "fact_types": [fact_type] if fact_type else None,
+                "explain": True,
+                "count_accesses": False,
+            }
         )
-        result = await engine.recall(req, touch=False)
         request.app.state.recalls.record(result.trace, source="ui")
         context["results"] = result.memories
         context["total_ms"] = result.trace.total_ms
     else:
         cursor, before = qp.get("cursor") or None, qp.get("before") or None
-        browse = await engine.browse(
-            name,
+        browse = await engine.store.browse(
+            _filters(
+                engine,
+                projects=[name],
+                category=category,
+                tags=tags,
+                pinned=pinned,
+                topics=[topic] if topic else None,
+                fact_types=[fact_type] if fact_type else None,
+                since=filters["since"] or None,
+                until=filters["until"] or None,
+            ),
             sort=filters["sort"],
             descending=filters["order"] == "desc",
-            category=category,
-            tags=tags,
-            pinned=pinned,
-            topic=topic or None,
-            fact_type=fact_type or None,
-            since=filters["since"] or None,
-            until=filters["until"] or None,
             cursor=cursor,
             before=before,
             limit=limit,
@@ -255,8 +280,9 @@ async def memory(request: Request, engine: Engine) -> Response:
     notice = {"saved": "Saved.", "unchanged": "Nothing was changed."}.get(
         request.query_params.get("done", ""), ""
     )
-    entities = [e for _, e in await engine.memory_entities([m.id])]
-    links = await engine.memory_links(m.id)
+    store = engine.store
+    entities = [e for _, e in await store.memory_entities([m.id])]
+    links = await store.memory_links(m.id, 50)
     root = _root(request)
     nodes = [graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 0)]
     edges = []
@@ -272,7 +298,7 @@ async def memory(request: Request, engine: Engine) -> Response:
         edges.append((f"m:{m.id}", f"e:{e.id}", "mentions"))
     # The second hop: a few other memories that mention its first entities (one index read each).
     for e in entities[:8]:
-        others, _ = await engine.entity_memories(e.id, limit=4)
+        others, _ = await store.entity_memories(e.id, limit=4)
         for o in others:
             if o.id != m.id:
                 nodes.append(graph_svg.Node(f"m:{o.id}", o.content, f"{root}/memories/{o.id}", "memory", 2))
@@ -295,12 +321,12 @@ async def memory(request: Request, engine: Engine) -> Response:
 
 async def entities(request: Request, engine: Engine) -> Response:
     name = request.path_params["project"]
-    if not name.strip() or await engine.project_size(name) == 0:
+    if await _project_size(engine, name) == 0:
         return error(request, 404, "Not found", f"There is no project {name!r} (it has no memories).")
     qp = request.query_params
     q = qp.get("q", "").strip()
     limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
-    result = await engine.project_entities(name, q=q, after=qp.get("after") or None, limit=limit)
+    result = await engine.store.project_entities(name, q=q, after=qp.get("after") or None, limit=limit)
     keep = {k: v for k, v in {"q": q, "limit": limit if limit != PAGE_SIZE else ""}.items() if v}
     return page(
         request,
@@ -316,10 +342,11 @@ async def entities(request: Request, engine: Engine) -> Response:
 
 
 async def entity(request: Request, engine: Engine) -> Response:
-    e = await engine.entity(request.path_params["id"])
+    store = engine.store
+    e = await store.entity(entity_id(request.path_params["id"]))
     cursor = request.query_params.get("cursor") or None
-    memories, next_cursor = await engine.entity_memories(e.id, cursor=cursor, limit=20)
-    related = await engine.co_occurring(e.id, 10)
+    memories, next_cursor = await store.entity_memories(e.id, cursor=cursor, limit=20)
+    related = await store.co_occurring(e.id, 10)
     root = _root(request)
     centre = f"e:{e.id}"
     nodes = [graph_svg.Node(centre, e.name, f"{root}/entities/{e.id}", "entity", 0)]
@@ -327,7 +354,7 @@ async def entity(request: Request, engine: Engine) -> Response:
     for m in memories:
         nodes.append(graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 1))
         edges.append((f"m:{m.id}", centre, "mentions"))
-    for m_id, other in await engine.memory_entities([m.id for m in memories]):
+    for m_id, other in await store.memory_entities([m.id for m in memories]):
         if other.id != e.id:
             nodes.append(
                 graph_svg.Node(f"e:{other.id}", other.name, f"{root}/entities/{other.id}", "entity", 2)
@@ -397,7 +424,7 @@ async def forget(request: Request, engine: Engine) -> Response:
     if form.get("confirm") != "yes":
         raise forms.BadRequest("forgetting needs the confirmation (confirm=yes); nothing was changed")
     m = await engine.forget(request.path_params["id"])
-    if await engine.project_size(m.project) == 0:  # its last memory: the project is gone too
+    if await engine.store.project_size(m.project) == 0:  # its last memory: the project is gone too
         return redirect(request, "/")
     return redirect(request, f"/projects/{quote(m.project, safe='')}?done=forgotten")
 
@@ -405,7 +432,7 @@ async def forget(request: Request, engine: Engine) -> Response:
 async def recall(request: Request, engine: Engine) -> Response:
     qp = request.query_params
     cfg = engine.config.recall
-    names = [p.project for p in await engine.projects()]
+    names = [p.project for p in await engine.store.project_summaries()]
     form = {
         "q": qp.get("q", ""),
         "project": qp.get("project") or (names[0] if names else engine.config.default_project),
@@ -425,16 +452,18 @@ async def recall(request: Request, engine: Engine) -> Response:
         "modes": MODES,
     }
     if form["q"].strip():
-        req = engine.recall_request(
-            form["q"],
-            project=form["project"],
-            limit=form["limit"],
-            max_tokens=form["max_tokens"],
-            budget=form["budget"],
-            mode=form["mode"],
-            explain=True,
+        result = await engine.recall(
+            {
+                "query": form["q"],
+                "project": form["project"],
+                "limit": form["limit"],
+                "max_tokens": form["max_tokens"],
+                "budget": form["budget"],
+                "mode": form["mode"],
+                "explain": True,
+                "count_accesses": False,
+            }
         )
-        result = await engine.recall(req, touch=False)
         trace = result.trace.as_dict()
         request.app.state.recalls.record(trace, source="ui")
         returned = {m.id: i + 1 for i, (m, _) in enumerate(result.memories)}
@@ -494,7 +523,7 @@ def _arm_hits(trace: dict[str, Any], result) -> tuple[dict[str, Any], list[dict[
 
 async def stats(request: Request, engine: Engine) -> Response:
     data = await engine.stats()
-    unit, points = charts.bucket_counts(await engine.created_per_day())
+    unit, points = charts.bucket_counts(await engine.store.created_per_day(None))
     summary = request.app.state.recalls.summary()
     return page(
         request,

@@ -42,7 +42,7 @@ def build(settings: Settings, engine: Engine | None = None):
         ready = asyncio.get_running_loop().create_future()
         try:
             await engine.open()
-            await asyncio.to_thread(engine.warm)  # the model loads now, not on the first search
+            await asyncio.to_thread(engine.runtime.warm)  # the model loads now, not on the first search
             ready.set_result(engine)
             yield
         finally:

@@ -17,6 +17,7 @@ from memlane.bench import locomo, mcpbench
 from memlane.bench import report as report_module
 from memlane.bench.locomo_data import load_conversations, parse_evidence
 from memlane.bench.methods import ablation_methods
+from memlane.pipeline.recall.query import Ablation
 from memlane.server.cli import main as cli
 from memlane.server.settings import load
 
@@ -111,7 +112,7 @@ def bench_settings(database_url, tmp_path):
 @pytest.fixture
 def shared_embedder(monkeypatch, embedder):
     """Engines built by the CLI reuse the session's loaded model instead of loading their own."""
-    monkeypatch.setattr("memlane.pipeline.engine.make_embedder", lambda cfg: embedder)
+    monkeypatch.setattr("memlane.pipeline.runtime.make_embedder", lambda cfg: embedder)
     return embedder
 
 
@@ -173,6 +174,7 @@ def test_ablation_grows_with_the_arms_and_switches():
         "fused-no-graph",
         "fused-no-temporal",
         "fused",
+        "fused-no-adjustments",
         "fused-no-neighbour-lift",
         "fused-neighbour-lift-0.15",
         "fused-neighbour-lift-0.6",
@@ -185,18 +187,14 @@ def test_ablation_grows_with_the_arms_and_switches():
     two = [m.name for m in ablation_methods(arms=("vector", "keyword"))]
     assert two[:3] == ["vector", "keyword", "fused"]
 
-    class FutureEngine:
-        async def recall(self, req, *, arms=None, touch=True, adjustments=True): ...
-
-    four = ablation_methods(FutureEngine(), arms=("vector", "keyword", "graph", "temporal"))
+    four = ablation_methods(arms=("vector", "keyword", "graph", "temporal"))
     names = [m.name for m in four]
     assert names[:4] == ["vector", "keyword", "graph", "temporal"]
     assert "fused-no-graph" in names and "fused-no-adjustments" in names
     [no_adjust] = [m for m in four if m.name == "fused-no-adjustments"]
-    assert no_adjust.recall_kwargs() == {
-        "arms": ("vector", "keyword", "graph", "temporal"),
-        "adjustments": False,
-    }
+    assert no_adjust.ablation() == Ablation(
+        arms=("vector", "keyword", "graph", "temporal"), adjustments=False
+    )
     [rrf] = [m for m in four if m.name == "fused-rrf"]
     assert rrf.recall_config == {"fusion": "rrf"}
 
@@ -383,7 +381,6 @@ async def test_the_tool_path_ranks_what_an_mcp_client_gets(synthetic_file, bench
     path: the same memories, in the same order, for every question (the second pass too, as
     access counting changes nothing)."""
     from memlane.bench.common import bench_engine
-    from memlane.server.mcp.tools import recall_memories
 
     [conv] = load_conversations(synthetic_file)
     via_mcp = await _mcp_lists(bench_settings, embedder, conv, "via-mcp")
@@ -394,13 +391,13 @@ async def test_the_tool_path_ranks_what_an_mcp_client_gets(synthetic_file, bench
         for _ in range(2):
             via_bench = []
             for q in conv.questions:
-                res = await recall_memories(
-                    ctx.engine,
-                    None,
-                    query=q.text,
-                    project=ing.project,
-                    limit=locomo.RECALL_LIMIT,
-                    reference_time=conv.reference_time.isoformat(),
+                res = await ctx.engine.recall(
+                    {
+                        "query": q.text,
+                        "project": ing.project,
+                        "limit": locomo.RECALL_LIMIT,
+                        "reference_time": conv.reference_time.isoformat(),
+                    }
                 )
                 ranked = [c.memory.content for c in res.ranked[: locomo.RECALL_LIMIT]]
                 assert [m.content for m, _ in res.memories] == ranked[: len(res.memories)]

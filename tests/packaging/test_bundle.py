@@ -42,7 +42,7 @@ BUILD_TIMEOUT = 600  # seconds: make bundle may run npm install first
 START_TIMEOUT = 900  # seconds: the first start installs every dependency from PyPI
 MAX_PACKED_BYTES = 1_000_000
 # What the bundle holds at its top level: the build's inputs and the manifest.
-TOP_LEVEL = {"manifest.json", "pyproject.toml", "README.md", "server", "pipeline", "prompts"}
+TOP_LEVEL = {"manifest.json", "pyproject.toml", "README.md", "server", "pipeline", "prompts", "bench"}
 API_KEY = "sk-ant-bundle-test-0123456789"
 NETWORK_ENV = {"SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
 
@@ -138,6 +138,7 @@ def test_bundle_holds_only_what_uv_run_needs_and_is_small(packed):
         parts = name.split("/")
         assert "__pycache__" not in parts and not name.endswith(".pyc"), name
         assert not any(p.endswith(".egg-info") or p in (".venv", "node_modules") for p in parts), name
+        assert parts[:2] != ["bench", "results"], name  # the committed reports are no part of the package
     # Every committed source file of the three packages is there (nothing the build needs is lost).
     tracked = subprocess.run(
         ["git", "ls-files", "server", "pipeline", "prompts"], cwd=ROOT, capture_output=True, text=True

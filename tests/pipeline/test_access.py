@@ -44,8 +44,8 @@ async def test_engine_enforces_the_principal_on_every_call(engine, database_url)
     with pytest.raises(NotAllowed):
         await engine.remember({"content": "x"}, principal=ACME)  # the default project is not acme*
     with pytest.raises(NotAllowed):
-        await engine.recall(engine.recall_request("deploys", project="globex"), principal=ACME)
-    res = await engine.recall(engine.recall_request("deploys", project="acme"), principal=ACME)
+        await engine.recall(dict(query="deploys", project="globex"), principal=ACME)
+    res = await engine.recall(dict(query="deploys", project="acme"), principal=ACME)
     assert [m.id for m, _ in res.memories] == [mine.id]
 
     # By id: a memory of another project is a missing id, in the same words.

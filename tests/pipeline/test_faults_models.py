@@ -22,6 +22,7 @@ from memlane.pipeline.config import (
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding.base import Embedder
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -84,7 +85,7 @@ async def faulty(database_url, tmp_path, embedder):
 
 
 async def recall(eng: Engine, query: str):
-    res = await eng.recall(eng.recall_request(query, project="p"), touch=False)
+    res = await eng.recall(dict(query=query, project="p", count_accesses=False))
     return [m.content for m, _ in res.memories], {s.stage: s.status for s in res.trace.stages}
 
 
@@ -162,11 +163,12 @@ async def test_an_llm_provider_that_is_down_degrades_its_stages_and_recall_and_r
     try:
         out = await eng.remember_many([{"content": f, "project": "p"} for f in FACTS])
         assert [o.status for o in out] == ["created"] * 3
-        req = eng.recall_request(
-            "which cluster is used for staging and who owns billing?", project="p", mode="full"
+        req = RecallQuery.parse(
+            eng.config,
+            dict(query="which cluster is used for staging and who owns billing?", project="p", mode="full"),
         )
         t0 = time.monotonic()
-        res = await eng.recall(req, touch=False)
+        res = await eng.recall(req.model_copy(update={"count_accesses": False}))
         took = time.monotonic() - t0
         stages = {s.stage: s.status for s in res.trace.stages}
         degraded = [s for s in ("intent", "synthesis", "hyde", "rerank") if stages[s].startswith("degraded")]

@@ -58,12 +58,12 @@ def _config(tmp_path, urls, wait_ms: float) -> EngineConfig:
 
 
 def _requests(eng: Engine) -> int:
-    pool = eng.replicas.replicas[0].pool
+    pool = eng.runtime.replicas.replicas[0].pool
     return pool.get_stats().get("requests_num", 0) if pool is not None else 0
 
 
 async def _recall(eng: Engine, query: str):
-    return await eng.recall(eng.recall_request(query, explain=True))
+    return await eng.recall(dict(query=query, explain=True))
 
 
 async def test_remember_then_recall_at_once_reads_the_replica_and_finds_it(tmp_path, urls, embedder):

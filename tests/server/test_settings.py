@@ -80,7 +80,7 @@ def test_an_empty_environment_variable_counts_as_unset(tmp_path, monkeypatch):
     assert s.data_dir is None
     assert s.default_project == "work"  # the file's value stands
     assert s.llm.provider == "none" and s.llm.api_key is None
-    assert Engine(s.engine(), embedder=object()).data_dir == default_data_dir()
+    assert Engine(s.engine(), embedder=object()).runtime.data_dir == default_data_dir()
 
 
 def test_config_path_can_come_from_the_environment(tmp_path, monkeypatch):

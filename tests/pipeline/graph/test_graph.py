@@ -21,6 +21,7 @@ from memlane.pipeline.recall import render
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.fuse import score_fusion
 from memlane.pipeline.recall.intent import analyse_offline
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
 from memlane.pipeline.store import graph_reads, vectors
@@ -416,7 +417,7 @@ async def test_the_graph_arm_runs_is_traced_and_bounded_by_the_budget(engine):
     for budget in ("low", "high"):
         # Twenty memories share the question's rare word: entry points enough to spend any budget.
         res = await engine.recall(
-            engine.recall_request("What was the chatter about painting?", budget=budget, explain=True)
+            dict(query="What was the chatter about painting?", budget=budget, explain=True)
         )
         retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
         assert "graph" in retrieval.detail["arms"]
@@ -435,7 +436,7 @@ async def test_the_graph_starts_from_the_keyword_hits_or_after_the_other_arms_wh
     await seed_conversation(engine)
     traced = {}
     for question in ("What did Caroline adopt from the shelter?", "Which pet joined the household?"):
-        res = await engine.recall(engine.recall_request(question, explain=True))
+        res = await engine.recall(dict(query=question, explain=True))
         traced[question] = next(s for s in res.trace.stages if s.stage == "retrieval").detail
     by_words = traced["What did Caroline adopt from the shelter?"]
     assert by_words["graph"]["entry_points_from"] == "keyword"
@@ -449,7 +450,7 @@ async def test_the_graph_starts_from_the_keyword_hits_or_after_the_other_arms_wh
 async def test_graph_hits_carry_exact_scores_of_the_store_arms(engine):
     await seed_conversation(engine)
     # Two hits per arm (a recall's limit raises its arms' k: RecallConfig.per_arm).
-    req = engine.recall_request("What did Caroline adopt from the shelter?", limit=2)
+    req = RecallQuery.parse(engine.config, dict(query="What did Caroline adopt from the shelter?", limit=2))
     config = engine.config.model_copy(
         update={"recall": engine.config.recall.model_copy(update={"candidates_per_arm": 2})}
     )
@@ -482,7 +483,7 @@ async def test_the_graph_arm_adds_at_most_max_hits_or_the_recall_s_limit(
             for i in range(30)
         ]
     )
-    req = eng.recall_request("What did the lighthouse keeper log?", limit=limit)
+    req = RecallQuery.parse(eng.config, dict(query="What did the lighthouse keeper log?", limit=limit))
     ctx = RecallContext(config=config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
     retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
     assert len(retrieved.lists["graph"]) == hits
@@ -494,13 +495,13 @@ async def test_graph_off_and_mpfp(engine):
     engine.config = engine.config.model_copy(
         update={"recall": engine.config.recall.model_copy(update={"graph": "off"})}
     )
-    res = await engine.recall(engine.recall_request(q, explain=True))
+    res = await engine.recall(dict(query=q, explain=True))
     retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
     assert "graph" not in retrieval.detail["arms"] and retrieval.detail["graph"]["method"] == "off"
     engine.config = engine.config.model_copy(
         update={"recall": engine.config.recall.model_copy(update={"graph": "mpfp"})}
     )
-    res = await engine.recall(engine.recall_request(q, explain=True))
+    res = await engine.recall(dict(query=q, explain=True))
     retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
     g = retrieval.detail["graph"]
     assert g["method"] == "mpfp" and "graph" in retrieval.detail["arms"]
@@ -519,7 +520,7 @@ async def test_the_graph_arm_stays_in_its_project(engine):
             }
         ]
     )
-    res = await engine.recall(engine.recall_request("What did Caroline adopt?", limit=50))
+    res = await engine.recall(dict(query="What did Caroline adopt?", limit=50))
     assert all(m.project == "default" for m, _ in res.memories)
 
 
@@ -529,20 +530,18 @@ async def test_the_graph_arm_stays_in_its_project(engine):
 async def test_include_context_returns_neighbours_within_the_budget(engine):
     await seed_conversation(engine)
     q = "What did Caroline adopt from the shelter?"
-    res = await engine.recall(engine.recall_request(q, limit=1, include_context=True))
+    res = await engine.recall(dict(query=q, limit=1, include_context=True))
     [view] = res.rendered["memories"]
     assert view["content"] == "Caroline: I adopted a dog from the shelter last week"
     assert view["context"] == [
         {"id": view["context"][0]["id"], "content": "Melanie: what is its name?", "position": 1}
     ]
     assert len(view["context"][0]["id"]) >= 8
-    plain = await engine.recall(engine.recall_request(q, limit=1))
+    plain = await engine.recall(dict(query=q, limit=1))
     assert "context" not in plain.rendered["memories"][0]
     # A tight budget: the context gives way, the result stays within max_tokens.
     for max_tokens in (60, 80, 120, 400):
-        res = await engine.recall(
-            engine.recall_request(q, limit=3, max_tokens=max_tokens, include_context=True)
-        )
+        res = await engine.recall(dict(query=q, limit=3, max_tokens=max_tokens, include_context=True))
         assert res.tokens_used <= max_tokens
         assert count_tokens(render.to_text(res.rendered)) == res.tokens_used
 
@@ -556,9 +555,7 @@ async def test_include_entities_returns_other_facts_about_the_entities(engine):
             {"content": "Unrelated: the weather was nice"},
         ]
     )
-    res = await engine.recall(
-        engine.recall_request("What did Melanie adopt?", limit=1, include_entities=True)
-    )
+    res = await engine.recall(dict(query="What did Melanie adopt?", limit=1, include_entities=True))
     assert res.rendered["memories"][0]["content"].startswith("Melanie adopted a cat")
     entities = {e["name"]: e["facts"] for e in res.rendered["entities"]}
     assert set(entities["PetPal"]) == {
@@ -567,11 +564,11 @@ async def test_include_entities_returns_other_facts_about_the_entities(engine):
     }
     assert res.tokens_used <= engine.config.recall.default_max_tokens
     small = await engine.recall(
-        engine.recall_request("What did Melanie adopt?", limit=1, max_tokens=70, include_entities=True)
+        dict(query="What did Melanie adopt?", limit=1, max_tokens=70, include_entities=True)
     )
     assert small.tokens_used <= 70
     with pytest.raises(InvalidInput, match="include_entities"):
-        engine.recall_request("x", include_entities="yes")
+        RecallQuery.parse(engine.config, dict(query="x", include_entities="yes"))
 
 
 async def test_the_recall_tool_takes_include_context_and_include_entities(engine, connect):
@@ -775,7 +772,7 @@ async def test_fusion_adds_the_graph_score_times_its_weight_not_the_best_of_the_
         ],
         chain=False,
     )
-    req = eng.recall_request("What did we decide?")
+    req = RecallQuery.parse(eng.config, dict(query="What did we decide?"))
     ctx = RecallContext(config=eng.config, store=eng.store, embedder=eng.embedder, llm=None, request=req)
     retrieved = (await retrieve(ctx, Query(text=req.query, intent=analyse_offline(req.query)))).value
     weights = eng.config.recall.arm_weights
@@ -828,7 +825,7 @@ async def test_an_explained_recall_traces_the_entry_points_and_paths_of_each_gra
         update={"recall": engine.config.recall.model_copy(update={"graph": method})}
     )
     q = "What did Caroline adopt from the shelter?"
-    res = await engine.recall(engine.recall_request(q, explain=True))
+    res = await engine.recall(dict(query=q, explain=True))
     retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
     reached, hits = retrieval.detail["graph"]["reached"], retrieval.detail["hits"]
     graph_ids = [i for i, _ in hits["graph"]]
@@ -838,6 +835,6 @@ async def test_an_explained_recall_traces_the_entry_points_and_paths_of_each_gra
     paths = {w["path"] for w in ways}
     assert paths <= set(graph.META_PATHS) if method == "mpfp" else paths == {"activation"}
     assert {"vector", "keyword", "graph"} <= set(hits)  # every arm's own list, ranked
-    plain = await engine.recall(engine.recall_request(q))  # not explained: nothing more is kept
+    plain = await engine.recall(dict(query=q))  # not explained: nothing more is kept
     retrieval = next(s for s in plain.trace.stages if s.stage == "retrieval")
     assert "reached" not in retrieval.detail["graph"] and "hits" not in retrieval.detail

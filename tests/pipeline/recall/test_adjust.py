@@ -22,6 +22,7 @@ from memlane.pipeline.config import (
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall import adjust
+from memlane.pipeline.recall.query import Ablation, RecallQuery
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.remember.inputs import MemoryPatch
 
@@ -167,8 +168,10 @@ def make_engine(engine_config, open_engine):
 
 
 async def _ranked(eng: Engine, query: str, **kw) -> list[Candidate]:
-    req = eng.recall_request(query, explain=True, reference_time=kw.pop("reference_time", REF), **kw)
-    res = await eng.recall(req, touch=False)
+    req = RecallQuery.parse(
+        eng.config, dict(query=query, explain=True, reference_time=kw.pop("reference_time", REF), **kw)
+    )
+    res = await eng.recall(req.model_copy(update={"count_accesses": False}))
     return res.ranked
 
 
@@ -191,8 +194,12 @@ async def test_equal_scores_pinned_first(make_engine):
     assert "pinned" not in ranked[1].adjustments
     assert ranked[0].score == pytest.approx(ranked[1].score * 1.1)
     # Without stage 8 the tie breaks the other way: the factor made the difference.
-    req = eng.recall_request("where is the deploy key?", project="p", reference_time=REF)
-    bare = await eng.recall(req, touch=False, adjustments=False)
+    req = RecallQuery.parse(
+        eng.config, dict(query="where is the deploy key?", project="p", reference_time=REF)
+    )
+    bare = await eng.recall(
+        req.model_copy(update={"count_accesses": False, "ablation": Ablation(adjustments=False)})
+    )
     assert [c.memory.id for c in bare.ranked[:2]] == [plain, pinned]
 
 
@@ -211,10 +218,12 @@ async def test_a_memory_recall_returned_often_is_not_boosted_and_answers_do_not_
     first, second = await _twins(eng, "The VPN config is in the team wiki", {}, {})
     before = await _ranked(eng, "where is the VPN config?", project="p")
     for _ in range(5):
-        await eng.store.touch([second])
-    req = eng.recall_request("where is the VPN config?", project="p", reference_time=REF)
+        await eng.store.count_accesses([second])
+    req = RecallQuery.parse(
+        eng.config, dict(query="where is the VPN config?", project="p", reference_time=REF)
+    )
     for _ in range(3):  # recalls that count their accesses, as the recall tool does
-        await eng.recall(req, touch=True)
+        await eng.recall(req.model_copy(update={"count_accesses": True}))
     after = await _ranked(eng, "where is the VPN config?", project="p")
     assert [(c.memory.id, c.score) for c in after] == [(c.memory.id, c.score) for c in before]
     assert [c.memory.id for c in after[:2]] == [first, second]
@@ -239,7 +248,7 @@ async def test_with_access_boost_a_memory_recalled_often_and_lately_comes_first(
     eng = await make_engine(adjust={**AdjustConfig().model_dump(), "access_boost": True})
     cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
     for _ in range(5):
-        await eng.store.touch([hot])
+        await eng.store.count_accesses([hot])
     # The arms read the access statistics with the memories: stage 8 has nothing left to read.
     reads = []
     real = eng.store.access_stats
@@ -262,12 +271,13 @@ async def test_stage_8_reads_the_access_statistics_of_memories_read_without_them
     from dataclasses import replace as dc_replace
 
     from memlane.pipeline.recall.adjust import _access_stats
+    from memlane.pipeline.recall.context import ReadAheads
     from memlane.pipeline.records import Candidate
 
     eng = await make_engine()
     cold, hot = await _twins(eng, "The VPN config is in the team wiki", {}, {})
     for _ in range(3):
-        await eng.store.touch([hot])
+        await eng.store.count_accesses([hot])
     bare = [
         dc_replace(await eng.store.get(m), access_count=0, last_accessed_at=None, access_known=False)
         for m in (hot, cold)
@@ -275,7 +285,7 @@ async def test_stage_8_reads_the_access_statistics_of_memories_read_without_them
 
     class Ctx:
         store = eng.store
-        access_read = None
+        reads = ReadAheads()
 
     stats = await _access_stats(Ctx, [Candidate(memory=m) for m in bare])
     assert stats[hot][0] == 3 and cold not in stats
@@ -429,10 +439,11 @@ async def test_category_match_asks_the_llm_when_one_is_configured_and_falls_back
     a, b = await _twins(
         eng, "The on-call rotation changes on Mondays", {"category": "beta"}, {"category": "alpha"}
     )
-    req = eng.recall_request(
-        "when does the on-call rotation change?", project="p", reference_time=REF, mode="fast"
+    req = RecallQuery.parse(
+        eng.config,
+        dict(query="when does the on-call rotation change?", project="p", reference_time=REF, mode="fast"),
     )
-    res = await eng.recall(req, touch=False)
+    res = await eng.recall(req.model_copy(update={"count_accesses": False}))
     assert [c.memory.id for c in res.ranked[:2]] == [a, b]  # beta rated 1.0 by the model
     assert res.ranked[0].adjustments["category"] == pytest.approx(1.2)
     [call] = llm.calls_for("category_match")
@@ -442,7 +453,7 @@ async def test_category_match_asks_the_llm_when_one_is_configured_and_falls_back
     assert stage.detail["prompt"].startswith("category_match@v1")
     # The provider fails: the offline centroid match stands in, and the trace says so.
     res = await eng.recall(
-        eng.recall_request("who is on call on Mondays?", project="p", mode="fast"), touch=False
+        dict(query="who is on call on Mondays?", project="p", mode="fast", count_accesses=False)
     )
     stage = next(s for s in res.trace.stages if s.stage == "adjustments")
     assert stage.status.startswith("degraded: category_match LLM failed")
@@ -473,9 +484,11 @@ async def test_a_recall_across_projects_boosts_the_current_project(make_engine):
         assert ranked[0].adjustments["project"] == pytest.approx(1.3)
         assert {c.memory.project for c in ranked} == {"alpha", "beta", "gamma"}
         assert all(c.adjustments["project"] == pytest.approx(0.8) for c in ranked[1:])
-    req = eng.recall_request("where is the staging cluster?", project=["alpha", "beta"], reference_time=REF)
-    assert req.project == "alpha" and req.projects == ("alpha", "beta")  # current: the first listed
-    res = await eng.recall(req, touch=False)
+    req = RecallQuery.parse(
+        eng.config, dict(query="where is the staging cluster?", project=["alpha", "beta"], reference_time=REF)
+    )
+    assert req.project == "alpha" and req.searched_projects == ("alpha", "beta")  # current: the first listed
+    res = await eng.recall(req.model_copy(update={"count_accesses": False}))
     assert [m["project"] for m in res.rendered["memories"]] == ["alpha", "beta"]  # each shows its project
     retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
     assert set(retrieval.detail["projects"]) == {"alpha", "beta"}
@@ -494,16 +507,19 @@ async def test_a_better_match_elsewhere_can_still_beat_the_current_project(make_
 async def test_project_lists_are_checked(make_engine):
     eng = await make_engine()
     with pytest.raises(InvalidInput, match="empty list"):
-        eng.recall_request("q", project=[])
+        RecallQuery.parse(eng.config, dict(query="q", project=[]))
     with pytest.raises(InvalidInput, match="every project"):
-        eng.recall_request("q", project=["*", "a"])
+        RecallQuery.parse(eng.config, dict(query="q", project=["*", "a"]))
     with pytest.raises(InvalidInput, match="expanded"):
-        eng.recall_request("q", project="*")
+        RecallQuery.parse(eng.config, dict(query="q", project="*"))
     with pytest.raises(InvalidInput, match="project must be a string"):
-        eng.recall_request("q", project=["a", 3])
-    req = eng.recall_request("q", project="b", current_project="a")
-    assert req.project == "a" and req.projects == ("a", "b")  # the current project is always searched
-    assert eng.recall_request("q", project=["a", "a"]).projects == ()  # one project: isolated
+        RecallQuery.parse(eng.config, dict(query="q", project=["a", 3]))
+    req = RecallQuery.parse(eng.config, dict(query="q", project="b", current_project="a"))
+    assert req.project == "a" and req.searched_projects == (
+        "a",
+        "b",
+    )  # the current project is always searched
+    assert not RecallQuery.parse(eng.config, dict(query="q", project=["a", "a"])).spans_projects  # isolated
 
 
 async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
@@ -513,8 +529,10 @@ async def test_the_adjustments_switch_and_the_ablation_variant(make_engine):
     names = [m.name for m in ablation_methods(eng)]
     assert "fused-no-adjustments" in names
     await eng.remember({"content": "Pinned runbook for the pager", "pinned": True, "project": "p"})
-    req = eng.recall_request("pager runbook", project="p")
-    res = await eng.recall(req, touch=False, adjustments=False)
+    req = RecallQuery.parse(eng.config, dict(query="pager runbook", project="p"))
+    res = await eng.recall(
+        req.model_copy(update={"count_accesses": False, "ablation": Ablation(adjustments=False)})
+    )
     stage = next(s for s in res.trace.stages if s.stage == "adjustments")
     assert stage.status == "skipped: adjustments switched off"
     assert res.ranked[0].adjustments == {}

@@ -48,7 +48,7 @@ def stages(res) -> dict:
 async def test_every_llm_stage_runs_and_names_its_prompt(engine_config, embedder):
     llm = ScriptedLLM()
     async with llm_engine(engine_config, embedder, llm) as eng:
-        res = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        res = await eng.recall(dict(query=QUESTION, count_accesses=False))
     st = stages(res)
     for name in ("intent", "synthesis", "hyde", "rerank"):
         assert st[name].status == "ran", (name, st[name].status)
@@ -71,9 +71,9 @@ async def test_a_simple_question_takes_the_fast_path_and_the_modes_override_it(e
                     "time_expressions": [], "requires_reasoning": False}),
     )  # fmt: skip
     async with llm_engine(engine_config, embedder, llm) as eng:
-        fast = await eng.recall(eng.recall_request("Where is Lisbon?"), touch=False)
-        forced_fast = await eng.recall(eng.recall_request(QUESTION, mode="fast"), touch=False)
-        full = await eng.recall(eng.recall_request("Where is Lisbon?", mode="full"), touch=False)
+        fast = await eng.recall(dict(query="Where is Lisbon?", count_accesses=False))
+        forced_fast = await eng.recall(dict(query=QUESTION, mode="fast", count_accesses=False))
+        full = await eng.recall(dict(query="Where is Lisbon?", mode="full", count_accesses=False))
     st = stages(fast)
     assert fast.trace.route == "full" or fast.trace.route.startswith("fast (llm intent: simple)")
     assert st["synthesis"].status.startswith("skipped: fast path")
@@ -86,7 +86,7 @@ async def test_a_simple_question_takes_the_fast_path_and_the_modes_override_it(e
 async def test_stages_one_to_three_overlap_instead_of_queueing(engine_config, embedder):
     llm = ScriptedLLM(delay_s={"intent": 0.2, "synthesis": 0.2, "hyde": 0.2})
     async with llm_engine(engine_config, embedder, llm) as eng:
-        await eng.recall(eng.recall_request(QUESTION), touch=False)
+        await eng.recall(dict(query=QUESTION, count_accesses=False))
     calls = [c for c in llm.calls if c["stage"] in ("intent", "synthesis", "hyde")]
     assert len(calls) == 3
     # every call started before any of them ended: one round trip, not three
@@ -112,7 +112,7 @@ async def test_stages_one_to_three_overlap_instead_of_queueing(engine_config, em
 async def test_a_misbehaving_llm_degrades_only_its_stage(engine_config, embedder, stage, reply, reason):
     llm = ScriptedLLM().enqueue(stage, reply)
     async with llm_engine(engine_config, embedder, llm) as eng:
-        res = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        res = await eng.recall(dict(query=QUESTION, count_accesses=False))
     st = stages(res)
     assert st[stage].status.startswith("degraded: ") and reason in st[stage].status, st[stage].status
     for other in {"intent", "synthesis", "hyde", "rerank"} - {stage}:
@@ -131,7 +131,7 @@ async def test_rerank_follows_the_llm_and_drops_out_of_range_and_repeated_indice
     no_floor = {"min_similarity": -1.0, "semantic_min_similarity": -1.0, "word_min_similarity": -1.0}
     async with llm_engine(engine_config, embedder, llm, relative_floor=0.0, **no_floor) as eng:
         res = await eng.recall(
-            eng.recall_request(QUESTION), touch=False
+            dict(query=QUESTION, count_accesses=False)
         )  # (stage 7 would drop a filler pick)
     assert len(shown) == 20  # recall.rerank_top_n
     assert [m.content for m, _ in res.memories] == [shown["3"], shown["1"]]
@@ -141,10 +141,11 @@ async def test_rerank_follows_the_llm_and_drops_out_of_range_and_repeated_indice
 async def test_an_empty_rerank_is_honoured_only_when_no_candidate_shares_a_word(engine_config, embedder):
     llm = ScriptedLLM().enqueue("rerank", "[]", "[]")
     async with llm_engine(engine_config, embedder, llm) as eng:
-        shared = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        shared = await eng.recall(dict(query=QUESTION, count_accesses=False))
         unrelated = await eng.recall(
-            eng.recall_request("Quantum chromodynamics gluon confinement explained?", mode="full"),
-            touch=False,
+            dict(
+                query="Quantum chromodynamics gluon confinement explained?", mode="full", count_accesses=False
+            )
         )
     assert stages(shared)["rerank"].status.startswith("degraded: empty rerank while")
     assert shared.memories  # the fused order stood
@@ -154,9 +155,9 @@ async def test_an_empty_rerank_is_honoured_only_when_no_candidate_shares_a_word(
 async def test_a_repeated_recall_costs_no_llm_call(engine_config, embedder):
     llm = ScriptedLLM()
     async with llm_engine(engine_config, embedder, llm) as eng:
-        first = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        first = await eng.recall(dict(query=QUESTION, count_accesses=False))
         n = len(llm.calls)
-        again = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        again = await eng.recall(dict(query=QUESTION, count_accesses=False))
         stats = (await eng.stats())["llm"]
     assert n == 4 and len(llm.calls) == n
     assert again.trace.llm == {"calls": 0, "cached": 4, "input_tokens": 0, "output_tokens": 0}
@@ -167,7 +168,7 @@ async def test_a_repeated_recall_costs_no_llm_call(engine_config, embedder):
 async def test_a_slow_provider_is_cut_off_by_the_recall_deadline(engine_config, embedder):
     llm = ScriptedLLM(delay_s=5.0)
     async with llm_engine(engine_config, embedder, llm, deadline_ms=300) as eng:
-        res = await eng.recall(eng.recall_request(QUESTION), touch=False)
+        res = await eng.recall(dict(query=QUESTION, count_accesses=False))
     st = stages(res)
     for name in ("intent", "synthesis", "hyde", "rerank"):
         assert st[name].status.startswith("degraded: recall deadline passed"), (name, st[name].status)
@@ -181,7 +182,7 @@ async def test_a_memory_that_gives_orders_stays_data_in_the_rerank_prompt(engine
     async with llm_engine(engine_config, embedder, llm) as eng:
         await eng.remember({"content": f"Caroline said: {hostile}"})
         base = await eng.recall(
-            eng.recall_request("What is the staging database password policy?"), touch=False
+            dict(query="What is the staging database password policy?", count_accesses=False)
         )
     [call] = llm.calls_for("rerank")
     assert "Ignore previous instructions" not in call["system"]
@@ -192,7 +193,7 @@ async def test_a_memory_that_gives_orders_stays_data_in_the_rerank_prompt(engine
 
 async def test_without_a_provider_the_offline_analyser_still_fills_the_intent(engine):
     await engine.remember({"content": "Deploys happen on Tuesdays"})
-    res = await engine.recall(engine.recall_request("When did we decide to deploy on Tuesdays last year?"))
+    res = await engine.recall(dict(query="When did we decide to deploy on Tuesdays last year?"))
     st = stages(res)
     assert (
         st["intent"].status == "ran" and st["intent"].detail["implementation"] == "offline (no LLM provider)"
@@ -210,7 +211,7 @@ async def test_a_cross_encoder_that_cannot_load_degrades_rerank_and_recall_still
 ):
     missing = str(tmp_path / "no-such-cross-encoder")
     async with llm_engine(engine_config, embedder, None, cross_encoder=missing) as eng:
-        res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+        res = await eng.recall(dict(query=QUESTION, mode="full", count_accesses=False))
     st = stages(res)
     assert st["rerank"].status.startswith("degraded: ") and st["rerank"].detail["error"]
     assert res.memories[0][0].content.startswith("Caroline moved to Lisbon")
@@ -223,9 +224,7 @@ async def test_an_engine_given_an_llm_object_uses_it_for_every_llm_stage(engine_
     await eng.open()
     try:
         await eng.remember({"content": "The user prefers dark mode in every editor"})
-        res = await eng.recall(
-            eng.recall_request("Which colour theme does the user like in editors?", mode="full")
-        )
+        res = await eng.recall(dict(query="Which colour theme does the user like in editors?", mode="full"))
     finally:
         await eng.close()
     status = {s.stage: s.status for s in res.trace.stages}
@@ -269,9 +268,9 @@ async def test_a_junk_or_refusing_reply_degrades_its_stage_and_recall_answers_of
     llm = ScriptedLLM().enqueue(stage, reply)
     eng = await open_engine(only_stage(engine_config, stage), llm)
     await eng.remember_many([{"content": f} for f in FACTS + FILLER])
-    res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+    res = await eng.recall(dict(query=QUESTION, mode="full", count_accesses=False))
     offline = await open_engine(engine_config)  # the same database, no LLM
-    plain = await offline.recall(offline.recall_request(QUESTION, mode="full"), touch=False)
+    plain = await offline.recall(dict(query=QUESTION, mode="full", count_accesses=False))
     st = stages(res)
     assert len(llm.calls_for(stage)) == 1
     assert st[stage].status.startswith("degraded: ") and reason in st[stage].status, st[stage].status
@@ -299,7 +298,7 @@ async def test_a_good_reply_is_still_searched_with(engine_config, embedder, open
     llm = ScriptedLLM().enqueue(stage, reply)
     eng = await open_engine(only_stage(engine_config, stage), llm)
     await eng.remember_many([{"content": f} for f in FACTS + FILLER])
-    res = await eng.recall(eng.recall_request(QUESTION, mode="full"), touch=False)
+    res = await eng.recall(dict(query=QUESTION, mode="full", count_accesses=False))
     st = stages(res)
     assert st[stage].status == "ran", st[stage].status
     assert st[stage].detail[used]

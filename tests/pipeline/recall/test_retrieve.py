@@ -1,14 +1,18 @@
 """Stage 4, retrieval on real PostgreSQL: a list per query text and per arm, the vector arm inside
 or outside the scoring statement, and the keyword arm's question terms reused."""
 
-from types import SimpleNamespace
 from uuid import UUID
 
 import pytest
 
 from memlane.pipeline.errors import EmbeddingFailed
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.recall.query import Ablation, RecallQuery
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
+from memlane.pipeline.request import Filters
+
+DEFAULT = Filters(projects=("default",))  # the store's statements read one project
 
 pytestmark = pytest.mark.anyio
 
@@ -16,9 +20,9 @@ pytestmark = pytest.mark.anyio
 async def test_every_query_text_and_the_hyde_passage_get_their_own_lists(engine):
     filler = [{"content": f"Note {i}: the weekly sync covered topic number {i}"} for i in range(30)]
     await engine.remember_many([{"content": "The billing service stores invoices in PostgreSQL"}, *filler])
-    req = engine.recall_request("where are invoices kept?")
-    c = SimpleNamespace(
-        config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+    req = RecallQuery.parse(engine.config, dict(query="where are invoices kept?"))
+    c = RecallContext(
+        config=engine.config, store=engine.store, embedder=engine.embedder, llm=None, request=req
     )
     query = Query(
         text=req.query, variants=("invoice storage database",), hypothetical="Invoices live in Postgres."
@@ -44,7 +48,7 @@ async def test_the_vector_arm_finds_the_same_hits_alone_or_inside_the_scoring_st
             for i, w in enumerate(["billing", "payments", "search", "mobile", "ledger"] * 12)
         ]
     )
-    req = engine.recall_request("which cluster holds the billing invoices?")
+    req = RecallQuery.parse(engine.config, dict(query="which cluster holds the billing invoices?"))
     slow: dict[str, bool] = {}
     calls: list[str] = []
     real_candidates = type(engine.store).candidates
@@ -69,8 +73,8 @@ async def test_the_vector_arm_finds_the_same_hits_alone_or_inside_the_scoring_st
         slow.clear()
         slow[which] = True
         calls.clear()
-        c = SimpleNamespace(
-            config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+        c = RecallContext(
+            config=engine.config, store=engine.store, embedder=engine.embedder, llm=None, request=req
         )
         out = (await retrieve(c, Query(text=req.query))).value
         return {k: [(str(m.id), round(s, 6)) for m, s in v] for k, v in out.lists.items()}, list(calls)
@@ -94,11 +98,11 @@ async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_a
     )
     store = engine.store
     for question in ("billing invoices in which cluster?", "and the of it"):
-        ids, scores, terms = await store.candidates("keyword", project="default", query=question, k=8)
+        ids, scores, terms = await store.candidates("keyword", text=question, filters=DEFAULT, k=8)
         assert terms is not None and bool(terms.lexemes) == (question != "and the of it")
         assert len(scores) == len(ids) and scores == sorted(scores, reverse=True)
         embedding = engine.embedder.embed_query(question)
-        common = {"project": "default", "query": question, "embedding": embedding, "k": 8}
+        common = {"filters": DEFAULT, "text": question, "embedding": embedding, "k": 8}
         given = await store.search(**common, preselected={"keyword": ids}, terms=terms)
         again = await store.search(**common, preselected={"keyword": ids})
         assert [(h.memory.id, h.found_by) for h in given] == [(h.memory.id, h.found_by) for h in again]
@@ -110,7 +114,7 @@ async def test_the_question_terms_the_keyword_arm_read_score_as_computing_them_a
                 {h.memory.id: h.scores["keyword"] for h in given if h.memory.id in set(ids)}, rel=1e-9
             )
     vec_ids, no_scores, none = await store.candidates(
-        "vector", project="default", query="x", k=3, embedding=embedding
+        "vector", text="x", filters=DEFAULT, k=3, embedding=embedding
     )
     assert none is None and no_scores is None and len(vec_ids) == 3
 
@@ -130,8 +134,8 @@ async def test_the_keyword_arm_reads_at_most_max_postings_and_the_trace_says_so(
     engine = await open_engine(engine_config.model_copy(update={"recall": recall}))
     words = lambda i: ("checklist " if i < 4 else "") + ("pipeline " if 4 <= i < 12 else "")  # noqa: E731
     await engine.remember_many([{"content": f"Note {i}: {words(i)}deploy to cluster {i}"} for i in range(60)])
-    req = engine.recall_request("deploy pipeline checklist", explain=True)
-    result = await engine.recall(req, touch=False)
+    req = RecallQuery.parse(engine.config, dict(query="deploy pipeline checklist", explain=True))
+    result = await engine.recall(req.model_copy(update={"count_accesses": False}))
     [stage] = [s for s in result.trace.stages if s.stage == "retrieval"]
     bound = stage.detail["keyword"]
     postings = {"checklist": 4, "pipeline": 8, "deploy": 60}
@@ -159,8 +163,8 @@ async def test_a_recall_asking_for_more_than_candidates_per_arm_gets_that_many_p
     await engine.remember_many(
         [{"content": f"Ticket {i}: the invoice export failed for customer {i}"} for i in range(12)]
     )
-    req = engine.recall_request("invoice export failed", limit=limit, explain=True)
-    result = await engine.recall(req, touch=False)
+    req = RecallQuery.parse(engine.config, dict(query="invoice export failed", limit=limit, explain=True))
+    result = await engine.recall(req.model_copy(update={"count_accesses": False}))
     [stage] = [s for s in result.trace.stages if s.stage == "retrieval"]
     assert len(stage.detail["hits"]["keyword"]) == per_arm
     assert len(stage.detail["hits"]["vector"]) == per_arm
@@ -183,14 +187,14 @@ async def test_the_question_is_embedded_once_from_the_start_of_the_recall(engine
         return real(texts)
 
     monkeypatch.setattr(engine.embedder, "embed_queries", spy)
-    across = await engine.recall(engine.recall_request("where are invoices kept?", project=["alpha", "beta"]))
+    across = await engine.recall(dict(query="where are invoices kept?", project=["alpha", "beta"]))
     assert calls == [["where are invoices kept?"]]
     assert {m.content for m, _ in across.memories} == {
         "The alpha team keeps invoices in PostgreSQL",
         "The beta team keeps invoices in PostgreSQL",
     }
     calls.clear()
-    alone = await engine.recall(engine.recall_request("where are invoices kept?", project="alpha"))
+    alone = await engine.recall(dict(query="where are invoices kept?", project="alpha"))
     assert calls == [["where are invoices kept?"]]
     assert [m.content for m, _ in alone.memories] == ["The alpha team keeps invoices in PostgreSQL"]
 
@@ -202,7 +206,7 @@ async def test_a_failed_question_embedding_still_answers_from_the_keyword_arm(en
         raise RuntimeError("model crashed")
 
     monkeypatch.setattr(engine.embedder, "embed_queries", broken)
-    result = await engine.recall(engine.recall_request("where are invoices stored?", explain=True))
+    result = await engine.recall(dict(query="where are invoices stored?", explain=True))
     assert [m.content for m, _ in result.memories] == ["The billing service stores invoices in PostgreSQL"]
     retrieval = next(st for st in result.trace.stages if st.stage == "retrieval")
     assert retrieval.status.startswith("degraded: ") and "model crashed" in retrieval.status
@@ -217,9 +221,9 @@ async def test_retrieval_embedding_its_texts_itself_still_degrades_to_the_keywor
         raise RuntimeError("model crashed")
 
     monkeypatch.setattr(engine.embedder, "embed_queries", broken)
-    req = engine.recall_request("where are invoices stored?")
-    c = SimpleNamespace(
-        config=engine.config, store=engine.store, embedder=engine.embedder, request=req, arms=None
+    req = RecallQuery.parse(engine.config, dict(query="where are invoices stored?"))
+    c = RecallContext(
+        config=engine.config, store=engine.store, embedder=engine.embedder, llm=None, request=req
     )
     step = await retrieve(c, Query(text=req.query))
     assert step.status.startswith("degraded: ") and "model crashed" in step.status
@@ -234,4 +238,4 @@ async def test_a_failed_embedding_fails_a_recall_whose_arms_all_need_it(engine, 
 
     monkeypatch.setattr(engine.embedder, "embed_queries", broken)
     with pytest.raises(EmbeddingFailed, match="model crashed"):
-        await engine.recall(engine.recall_request("where are invoices stored?"), arms=("vector",))
+        await engine.recall(dict(query="where are invoices stored?", ablation=Ablation(arms=("vector",))))

@@ -151,10 +151,10 @@ async def test_an_unrelated_question_recalls_nothing_and_says_so(engine):
         "The user prefers Neovim with the gruvbox theme",
     ):
         await engine.remember({"content": text})
-    res = await engine.recall(engine.recall_request("Who painted the ceiling of the Sistine Chapel?"))
+    res = await engine.recall(dict(query="Who painted the ceiling of the Sistine Chapel?"))
     assert res.memories == [] and res.ranked == []
     assert res.rendered["memories"] == [] and "No stored memory is relevant" in res.rendered["note"]
-    res = await engine.recall(engine.recall_request("which database do we use for invoices?"))
+    res = await engine.recall(dict(query="which database do we use for invoices?"))
     assert res.memories[0][0].content == "The billing service stores invoices in PostgreSQL"
 
 

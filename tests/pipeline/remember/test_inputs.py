@@ -5,6 +5,7 @@ import pytest
 
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +54,7 @@ def test_memory_input_errors_say_what_is_accepted(item, message):
 )
 async def test_a_query_postgres_or_the_tokenizer_cannot_read_is_refused_clearly(engine, query, message):
     with pytest.raises(InvalidInput, match=message):
-        engine.recall_request(query)
+        RecallQuery.parse(engine.config, dict(query=query))
 
 
 def test_memory_patch_keeps_only_what_was_given_and_refuses_project_changes():

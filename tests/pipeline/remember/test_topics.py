@@ -21,6 +21,7 @@ from memlane.pipeline.config import (
 )
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.remember.facttypes import classify
 from memlane.pipeline.remember.summaries import category_summaries
 from memlane.pipeline.remember.topics import Topics, key_terms
@@ -219,7 +220,7 @@ async def test_recall_filters_by_topics_and_fact_types_in_the_store(topic_engine
     )
 
     async def contents(**kw):
-        res = await eng.recall(eng.recall_request("billing database", **kw))
+        res = await eng.recall(dict(query="billing database", **kw))
         return {m.content for m, _ in res.memories}
 
     everything = await contents()
@@ -233,10 +234,10 @@ async def test_recall_filters_by_topics_and_fact_types_in_the_store(topic_engine
     assert await contents(fact_types=["experience"]) == {"We migrated the billing database to PostgreSQL 16."}
     assert await contents(topics=["food"], fact_types=["opinion"]) == set()
     with pytest.raises(InvalidInput, match="fact_type must be one of"):
-        eng.recall_request("x", fact_types=["nope"])
+        RecallQuery.parse(eng.config, dict(query="x", fact_types=["nope"]))
     with pytest.raises(InvalidInput, match="topics must be a list"):
-        eng.recall_request("x", topics=[3])
-    res = await eng.recall(eng.recall_request("billing database read replica"))
+        RecallQuery.parse(eng.config, dict(query="x", topics=[3]))
+    res = await eng.recall(dict(query="billing database read replica"))
     top = res.rendered["memories"][0]
     assert top["fact_type"] == "opinion" and top["category"] == "database"
 
@@ -310,7 +311,7 @@ async def test_category_summaries_key_terms_extract_and_lazy_refresh(topic_engin
     again = {s.category: s for s in await eng.category_summaries("default")}
     assert again["db"].memory_count == 4
     await eng.forget(m.id)
-    await eng.forget((await eng.recall(eng.recall_request("vegetarian", category="food"))).memories[0][0].id)
+    await eng.forget((await eng.recall(dict(query="vegetarian", category="food"))).memories[0][0].id)
     after = {s.category for s in await eng.category_summaries("default")}
     assert after == {"db"}  # an emptied category loses its summary
 

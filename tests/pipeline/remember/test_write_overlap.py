@@ -48,14 +48,14 @@ async def test_topics_are_assigned_while_the_neighbour_search_runs(engine, monke
         await asyncio.wait_for(assigning.wait(), timeout=10)
         return await nearest_many(*args, **kwargs)
 
-    assign_batch = engine.topics.assign_batch
+    assign_batch = engine.runtime.topics.assign_batch
 
     async def assign(*args, **kwargs):
         assigning.set()
         return await assign_batch(*args, **kwargs)
 
     monkeypatch.setattr(engine.store, "nearest_many", search)
-    monkeypatch.setattr(engine.topics, "assign_batch", assign)
+    monkeypatch.setattr(engine.runtime.topics, "assign_batch", assign)
     [out] = await engine.remember_many([{"content": "billing deploys moved to Thursdays", "project": "p"}])
     assert out.status == "created"
 
@@ -272,7 +272,7 @@ async def test_a_batch_whose_second_insert_fails_takes_its_first_part_back(engin
 async def test_a_batch_not_stored_leaves_no_cached_topics_behind(engine, monkeypatch, n):
     monkeypatch.setattr(write, "PART_SIZE", 4)
     await engine.remember_many(_batch("p")[:2])
-    assert "p" in engine.topics._auto  # the write cached the project's topics
+    assert "p" in engine.runtime.topics._auto  # the write cached the project's topics
 
     async def full(conn, rows):
         raise StoreError("the disk is full")
@@ -280,4 +280,4 @@ async def test_a_batch_not_stored_leaves_no_cached_topics_behind(engine, monkeyp
     monkeypatch.setattr(engine.store, "_insert_rows", full)
     with pytest.raises(StoreError, match="disk is full"):
         await engine.remember_many(_batch("p")[2 : 2 + n])
-    assert "p" not in engine.topics._auto
+    assert "p" not in engine.runtime.topics._auto

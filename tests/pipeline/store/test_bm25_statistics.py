@@ -37,7 +37,7 @@ async def test_statistics_follow_inserts_updates_and_deletes(engine, database_ur
     await engine.update(a.id, {"tags": ["ci"]})  # no text change: statistics untouched
     await engine.forget(a.id)
     assert_statistics_exact(database_url)
-    for m in list((await engine.recall(engine.recall_request("deploy", project="billing"))).memories):
+    for m in list((await engine.recall(dict(query="deploy", project="billing"))).memories):
         await engine.forget(m[0].id)
     assert_statistics_exact(database_url)  # the emptied project leaves no statistics rows
 
@@ -73,7 +73,7 @@ async def test_rare_words_outweigh_words_every_memory_has(engine):
     for i in range(20):
         await engine.remember({"content": f"Alice: note number {i} about the weather"})
     await engine.remember({"content": "Alice: my sister adopted a greyhound"})
-    res = await engine.recall(engine.recall_request("Alice greyhound", limit=1))
+    res = await engine.recall(dict(query="Alice greyhound", limit=1))
     assert res.memories[0][0].content == "Alice: my sister adopted a greyhound"
 
 

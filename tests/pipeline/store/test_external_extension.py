@@ -44,7 +44,7 @@ async def test_a_role_that_may_not_create_pgvector_is_told_the_sql_then_works(
     external_pg.execute(sql, database=name)
     engine = await open_engine(cfg)
     await engine.remember({"content": "The ledger runs on a managed PostgreSQL", "project": "ext"})
-    found = await engine.recall(engine.recall_request("where does the ledger run?", project="ext"))
+    found = await engine.recall(dict(query="where does the ledger run?", project="ext"))
     assert found.memories[0][0].content == "The ledger runs on a managed PostgreSQL"
     with psycopg.connect(url) as conn:
         [superuser] = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()

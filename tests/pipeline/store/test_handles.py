@@ -14,6 +14,7 @@ from memlane.pipeline.config import DatabaseConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.recall import render
+from memlane.pipeline.request import Filters
 from memlane.pipeline.tokens import count_tokens
 from memlane.server.settings import load
 
@@ -133,14 +134,14 @@ async def test_recall_reads_handles_only_where_8_digits_are_not_unique(engine, m
         return await real(ids)
 
     monkeypatch.setattr(engine.store, "handles", counted)
-    res = await engine.recall(engine.recall_request("where are invoices stored?", limit=2), touch=False)
+    res = await engine.recall(dict(query="where are invoices stored?", limit=2, count_accesses=False))
     assert len(reads) == 1 and set(reads[0]) <= {TWIN_A, TWIN_B}
     assert {m.id for m, _ in res.memories} <= set(reads[0])
     shown = {m["id"] for m in res.rendered["memories"]}
     assert str(TWIN_A) in shown  # the twins' handles are whole ids, as read from the store
     reads.clear()
     res = await engine.recall(
-        engine.recall_request("when do deploys to production happen?", limit=1), touch=False
+        dict(query="when do deploys to production happen?", limit=1, count_accesses=False)
     )
     assert [m.id for m, _ in res.memories] == [LONER] and reads == []
     assert [m["id"] for m in res.rendered["memories"]] == [render.handle_of(LONER, 8)]
@@ -163,8 +164,8 @@ async def test_search_reads_which_8_digit_handles_are_unique(engine):
     await seed(engine)
     ids = [TWIN_A, TWIN_B, LONER]
     hits = await engine.store.search(
-        project="default",
-        query="invoices",
+        filters=Filters(projects=("default",)),
+        text="invoices",
         embedding=None,
         k=3,
         arms=("keyword",),

@@ -35,8 +35,8 @@ async def _newer_store(database_url, embedder, data_dir) -> dict:
                 {"content": "Invoices are archived for seven years", "project": "finance"},
             ]
         )
-        res = await eng.recall(eng.recall_request("what is the staging cluster called?", project="ops"))
-        await eng.count_accesses(res)
+        res = await eng.recall(dict(query="what is the staging cluster called?", project="ops"))
+        await eng.store.count_accesses([m.id for m, _ in res.memories])
     finally:
         await eng.close()
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -75,7 +75,7 @@ async def test_a_newer_store_is_refused_naming_the_newest_backup_this_memlane_ca
     with pytest.raises(StoreError) as e:
         await eng.open()
     assert str(e.value) == message
-    assert eng.store is None
+    assert eng.runtime.store is None
 
     env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url)
     recall = run_memlane("recall", "staging cluster", "--project", "ops", env=env)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def contents(engine, query, **kw):
-    res = await engine.recall(engine.recall_request(query, **kw))
+    res = await engine.recall(dict(query=query, **kw))
     return [m.content for m, _ in res.memories]
 
 
@@ -70,7 +70,7 @@ async def test_category_and_tag_filters_narrow_recall(engine):
 async def test_update_reembeds_new_content(engine):
     out = await engine.remember({"content": "The team meets on Mondays"})
     await engine.update(out.id, {"content": "The team standup moved to Thursdays at 10"})
-    res = await engine.recall(engine.recall_request("when is standup?", limit=1))
+    res = await engine.recall(dict(query="when is standup?", limit=1))
     assert res.memories[0][0].content == "The team standup moved to Thursdays at 10"
 
 
@@ -95,7 +95,7 @@ async def test_a_failing_batch_writes_nothing(engine):
 
 async def test_recall_counts_accesses(engine):
     out = await engine.remember({"content": "Grace Hopper popularised the term debugging"})
-    await engine.recall(engine.recall_request("who popularised debugging?"))
+    await engine.recall(dict(query="who popularised debugging?"))
     m = await engine.get(out.id)
     assert m.access_count == 1 and m.last_accessed_at is not None
 
@@ -216,7 +216,7 @@ async def test_metadata_reads_back_as_written_empty_or_not_and_never_shared(engi
     a = await engine.remember({"content": "The ops runbook lives in the wiki", "metadata": meta})
     b = await engine.remember({"content": "The ops wiki has a runbook for deploys"})
     c = await engine.remember({"content": "Runbook reviews happen in the ops weekly"})
-    res = await engine.recall(engine.recall_request("ops runbook", limit=5), touch=False)
+    res = await engine.recall(dict(query="ops runbook", limit=5, count_accesses=False))
     got = {m.id: m.metadata for m, _ in res.memories}
     assert got[a.id] == meta and got[b.id] == {} and got[c.id] == {}
     got[b.id]["x"] = 1  # a caller changing one memory's metadata changes no other's

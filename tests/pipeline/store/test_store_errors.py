@@ -31,7 +31,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def recalled(engine: Engine, query: str, project: str) -> list[str]:
-    res = await engine.recall(engine.recall_request(query, project=project))
+    res = await engine.recall(dict(query=query, project=project))
     return [m.content for m, _ in res.memories]
 
 
@@ -178,7 +178,7 @@ async def test_closing_during_start_up_leaves_no_connection_behind(settings, emb
     await asyncio.sleep(delay)
     await state.close()
     assert state._startup.done(), "close returned while the start-up was still unwinding"
-    assert state.engine.store is None
+    assert state.engine.runtime.store is None
 
     def sessions() -> list[tuple]:
         """Every other session on this test's database, with what it is."""

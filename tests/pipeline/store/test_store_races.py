@@ -94,7 +94,7 @@ async def test_a_recall_after_vectors_changed_size_says_the_model_changed(engine
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("UPDATE memories SET embedding = %s::vector", (str([0.1] * 8),))
     with pytest.raises(ModelMismatch, match="no longer match this process's embedding model"):
-        await engine.recall(engine.recall_request("when is Alice's birthday?"))
+        await engine.recall(dict(query="when is Alice's birthday?"))
 
 
 async def test_recall_does_not_write_the_memories_it_returns(engine, database_url):
@@ -104,7 +104,7 @@ async def test_recall_does_not_write_the_memories_it_returns(engine, database_ur
             "SELECT xmin::text, updated_at FROM memories WHERE id = %s", (out.id,)
         ).fetchone()
     for _ in range(3):
-        await engine.recall(engine.recall_request("who popularised debugging?"))
+        await engine.recall(dict(query="who popularised debugging?"))
     with psycopg.connect(database_url) as conn:
         after = conn.execute(
             "SELECT xmin::text, updated_at FROM memories WHERE id = %s", (out.id,)
@@ -141,7 +141,7 @@ async def test_doctor_reports_a_model_mismatch_instead_of_stopping(
 async def test_doctor_reports_an_unreachable_database_and_still_checks_the_model(
     tmp_path, capsys, monkeypatch, embedder
 ):
-    monkeypatch.setattr("memlane.pipeline.engine.make_embedder", lambda cfg: embedder)
+    monkeypatch.setattr("memlane.pipeline.runtime.make_embedder", lambda cfg: embedder)
     url = f"postgresql://memlane@127.0.0.1:{free_port()}/nothing"
     settings = Settings(data_dir=tmp_path, database=DatabaseConfig(url=url, connect_timeout=3))
     code, report = await _doctor(settings, capsys)

@@ -23,6 +23,7 @@ from support.processes import MEMLANE, server_env
 from memlane.pipeline import maintain
 from memlane.pipeline.config import DatabaseConfig, EngineConfig
 from memlane.pipeline.engine import Engine
+from memlane.pipeline.recall.query import Ablation
 from memlane.pipeline.store import migrate, vectors
 
 pytestmark = pytest.mark.anyio
@@ -77,11 +78,11 @@ async def test_a_store_of_every_earlier_schema_upgrades_with_its_data(
         assert reports["purge"]["purged"] == 0 and reports["merge"]["merged"] == 0, reports
         assert reports["links"]["linked"] == (0 if version >= 6 else len(era.memories)), reports
         res = await eng.recall(
-            eng.recall_request("who reviews database migrations?", project="alpha"), touch=False
+            dict(query="who reviews database migrations?", project="alpha", count_accesses=False)
         )
         assert res.memories[0][0].id == era.id("a2")
         res = await eng.recall(
-            eng.recall_request("how long do we keep invoices?", project="beta"), touch=False
+            dict(query="how long do we keep invoices?", project="beta", count_accesses=False)
         )
         assert res.memories[0][0].id == era.id("b1")
     finally:
@@ -200,7 +201,7 @@ async def test_a_migration_killed_mid_way_leaves_an_earlier_version_and_the_next
     await eng.open()
     try:
         assert eng.store.schema_version == LATEST
-        res = await eng.recall(eng.recall_request("memory 4242", project="p0"), arms=("keyword",))
+        res = await eng.recall(dict(query="memory 4242", project="p0", ablation=Ablation(arms=("keyword",))))
         assert res.memories[0][0].content.startswith("memory 4242 ")
     finally:
         await eng.close()

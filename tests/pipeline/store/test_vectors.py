@@ -4,6 +4,8 @@ import psycopg
 import pytest
 
 from memlane.pipeline.engine import Engine
+from memlane.pipeline.recall.query import Ablation
+from memlane.pipeline.request import Filters
 from memlane.pipeline.store import vectors
 
 pytestmark = pytest.mark.anyio
@@ -26,9 +28,9 @@ def _vector_indexes(database_url, method: str = "hnsw") -> tuple[set[str], set[s
 def _keyword_plan(database_url, project: str, query: str) -> str:
     """The plan of the keyword arm's candidate query (store/search.py), with the b-tree indexes on
     memories out of the way (in a transaction rolled back): a store this small is read off them."""
-    from memlane.pipeline.store.search import QUERY_CTES, SQL_ARMS, SearchQueries
+    from memlane.pipeline.store.search import QUERY_CTES, SQL_ARMS, KeywordBounds, SearchQueries
 
-    where, params = SearchQueries._where(project, query, None, (), 1.0)
+    where, params = SearchQueries._where(Filters(projects=(project,)), query, KeywordBounds(common_df=1.0))
     with psycopg.connect(database_url) as conn:
         conn.execute("SET enable_seqscan = off")
         for (name,) in conn.execute(
@@ -82,9 +84,9 @@ async def test_a_project_gets_its_index_once_it_is_big_enough_and_recall_uses_it
     assert _vector_indexes(database_url, "tsv") == ({odd}, {vectors.text_index_name(odd)})
     assert vectors.text_index_name(odd) in _keyword_plan(database_url, odd, "login plan")
     assert "memories_tsv_" not in _keyword_plan(database_url, "small", "login plan")
-    res = await engine.recall(engine.recall_request("the login plan", project=odd))
+    res = await engine.recall(dict(query="the login plan", project=odd))
     assert res.memories[0][0].content == "note 2 about the login plan"
-    res = await engine.recall(engine.recall_request("a note", project="small"))
+    res = await engine.recall(dict(query="a note", project="small"))
     assert [m.content for m, _ in res.memories] == ["one note elsewhere"]  # no other project's memory
 
 
@@ -116,7 +118,7 @@ async def test_a_store_with_one_index_for_every_project_gets_one_per_project_on_
     try:
         assert _vector_indexes(database_url) == ({"big"}, {vectors.index_name("big")})
         assert _vector_indexes(database_url, "tsv") == ({"big"}, {vectors.text_index_name("big")})
-        res = await eng.recall(eng.recall_request("big note 3", project="big"))
+        res = await eng.recall(dict(query="big note 3", project="big"))
         assert res.memories[0][0].content == "big note 3"
         # Switching the model (reembed) clears the vectors and keeps one index per indexed project.
         await eng.store.switch_model(embedder.model_id, embedder.dim)
@@ -148,7 +150,7 @@ async def test_migration_0009_gives_indexed_projects_the_full_text_index_python_
     await eng.open()
     try:
         assert _vector_indexes(database_url, "tsv") == ({odd}, {vectors.text_index_name(odd)})
-        res = await eng.recall(eng.recall_request("deploy note 2", project=odd), arms=("keyword",))
+        res = await eng.recall(dict(query="deploy note 2", project=odd, ablation=Ablation(arms=("keyword",))))
         assert res.memories[0][0].content == "deploy note 2"
     finally:
         await eng.close()
@@ -185,7 +187,7 @@ async def test_the_union_statement_s_generic_plan_expects_k_candidates_per_arm(
 
     monkeypatch.setattr(pg.AsyncCursor, "execute", spy)
     vec = engine.embedder.embed_query("billing")
-    await engine.store.search(project="p", query="billing moved", embedding=vec, k=10)
+    await engine.store.search(filters=Filters(projects=("p",)), text="billing moved", embedding=vec, k=10)
     monkeypatch.undo()
     [union] = [q for q in sent if isinstance(q, str) and " UNION " in q]
     names: list[str] = []

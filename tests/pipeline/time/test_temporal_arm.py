@@ -9,6 +9,7 @@ import pytest
 from memlane.pipeline.config import TemporalConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.recall import arms
+from memlane.pipeline.recall.query import Ablation, RecallQuery
 
 pytestmark = pytest.mark.anyio
 
@@ -45,8 +46,12 @@ async def store(engine) -> dict[str, str]:
 
 
 async def ask(engine, question: str, arms=None, **kw):
-    req = engine.recall_request(question, project="assistant", reference_time=REF, limit=10, **kw)
-    return await engine.recall(req, arms=arms, touch=False)
+    req = RecallQuery.parse(
+        engine.config, dict(query=question, project="assistant", reference_time=REF, limit=10, **kw)
+    )
+    return await engine.recall(
+        req.model_copy(update={"count_accesses": False, "ablation": Ablation(arms=arms)})
+    )
 
 
 def contents(res) -> list[str]:

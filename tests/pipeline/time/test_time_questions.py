@@ -4,6 +4,8 @@ is only a time ("what happened in April?") gets the memories of that time first,
 
 import pytest
 
+from memlane.pipeline.recall.query import RecallQuery
+
 pytestmark = pytest.mark.anyio
 
 REF = "2024-06-12T10:00:00Z"  # a Wednesday; "last week" is 3-9 June 2024
@@ -57,8 +59,10 @@ async def store(engine) -> None:
 
 
 async def ask(engine, question: str, **kw):
-    req = engine.recall_request(question, project="journal", reference_time=REF, limit=10, **kw)
-    return await engine.recall(req, touch=False)
+    req = RecallQuery.parse(
+        engine.config, dict(query=question, project="journal", reference_time=REF, limit=10, **kw)
+    )
+    return await engine.recall(req.model_copy(update={"count_accesses": False}))
 
 
 def texts(pairs) -> list[str]:

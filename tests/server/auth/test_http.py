@@ -94,7 +94,7 @@ async def test_servers_on_one_database_share_each_tokens_bucket(engine_config, e
     try:
         # One request a minute after a burst of 3: nothing refills while the test runs.
         ra = RateLimiter(per_minute=1, burst=3, shared=lambda: a.store)
-        rb = RateLimiter(per_minute=1, burst=3, shared=lambda: b.store)
+        rb = RateLimiter(per_minute=1, burst=3, shared=lambda: b.runtime.store)
         taken = [await (ra, rb)[i % 2].acquire("flood") for i in range(3)]
         assert taken == [0.0, 0.0, 0.0]
         # Each process's own bucket would still hold a token or two here.
@@ -105,7 +105,7 @@ async def test_servers_on_one_database_share_each_tokens_bucket(engine_config, e
         assert ra.take("flood") == 0.0  # (the process's buckets were not used)
 
         # The bucket refills by the database's clock: at 10 a second, a quarter second gives two.
-        fast = RateLimiter(per_minute=600, burst=1, shared=lambda: b.store)
+        fast = RateLimiter(per_minute=600, burst=1, shared=lambda: b.runtime.store)
         assert await fast.acquire("quick") == 0.0
         assert 0 < await fast.acquire("quick") <= 0.1
         await asyncio.sleep(0.25)
@@ -127,7 +127,9 @@ async def test_without_the_databases_buckets_the_process_limits_alone(engine_con
             assert await failing.acquire("t") > 0  # this process's bucket, spent
         assert sum("the database's buckets failed" in r.getMessage() for r in caplog.records) == 1
         await b.close()
-        closed = RateLimiter(per_minute=1, burst=1, shared=lambda: b.store)  # not serving: no wait for it
+        closed = RateLimiter(
+            per_minute=1, burst=1, shared=lambda: b.runtime.store
+        )  # not serving: no wait for it
         assert await closed.acquire("t") == 0.0 and await closed.acquire("t") > 0
         before_open = RateLimiter(per_minute=1, burst=1, shared=lambda: None)
         assert await before_open.acquire("t") == 0.0 and await before_open.acquire("t") > 0

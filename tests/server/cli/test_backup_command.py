@@ -64,7 +64,7 @@ async def _export(eng: Engine, project: str | None, path: Path) -> bytes:
 
 
 async def _recall_ids(eng: Engine, query: str) -> list:
-    res = await eng.recall(eng.recall_request(query, project=list(QUIET)))
+    res = await eng.recall(dict(query=query, project=list(QUIET)))
     return [m.id for m, _ in res.memories]
 
 

@@ -267,7 +267,7 @@ async def engine_call(engine, tool: str, args: dict[str, Any]):
     if tool == "recall":
         a = dict(args)
         query = a.pop("query")
-        return await engine.recall(engine.recall_request(query, **a))
+        return await engine.recall(dict(query=query, **a))
     if tool == "update":
         a = dict(args)
         return await engine.update(a.pop("id"), a)

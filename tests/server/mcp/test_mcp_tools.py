@@ -4,7 +4,9 @@ database per test (the session's embedded server) with the session's embedding m
 from __future__ import annotations
 
 import json
+import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ STAGES = [
 ]
 LLM_STAGES = {"intent", "synthesis", "hyde", "rerank"}
 MEMORY_FIELDS = {"id", "content", "date", "category", "tags", "pinned", "priority", "metadata"}
+TOOLS_LIST = Path(__file__).resolve().parents[2] / "data" / "tools_list.json"
 
 
 @pytest.fixture
@@ -47,7 +50,7 @@ async def recall_contents(client: Client, query: str, **args: Any) -> list[str]:
     return [m["content"] for m in out["memories"]]
 
 
-async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_annotations(connect):
+async def test_tools_list_offers_the_five_tools_with_descriptions_and_safety_annotations(connect):
     async with connect() as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"remember", "recall", "forget", "update", "ingest"}
@@ -69,6 +72,21 @@ async def test_tools_list_offers_the_four_tools_with_descriptions_and_safety_ann
     for name in ("remember", "recall", "ingest"):
         props = tools[name].input_schema["properties"]
         assert all(p.get("description") for p in props.values()), name
+
+
+async def test_tools_list_is_exactly_what_clients_were_shown_before(connect):
+    """tools/list as a client reads it (names, descriptions, input and output schemas, annotations)
+    is the committed copy, tests/data/tools_list.json, to the byte: a refactoring changes none of
+    it. A deliberate change is a change every client's model sees: write the copy again on purpose
+    (MEMLANE_WRITE_TOOLS_LIST=1) and say so in the commit."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    listed = json.dumps(
+        [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], indent=2, sort_keys=True
+    )
+    if os.environ.get("MEMLANE_WRITE_TOOLS_LIST") == "1":
+        TOOLS_LIST.write_text(listed + "\n", encoding="utf-8")
+    assert listed + "\n" == TOOLS_LIST.read_text(encoding="utf-8")
 
 
 async def test_instructions_tell_the_model_when_to_remember_and_recall(connect):

@@ -11,6 +11,7 @@ import httpx2 as httpx
 import pytest
 
 from memlane.pipeline.errors import NotFound
+from memlane.pipeline.request import Filters
 from memlane.server.ui.app import create_app
 from memlane.server.ui.metrics import RecallLog
 
@@ -216,7 +217,7 @@ async def test_edit_changes_fields_through_the_engine(client):
         4,
         {"from": "ui"},
     )
-    found = await client.engine.recall(client.engine.recall_request("tabs never spaces", project="acme"))
+    found = await client.engine.recall(dict(query="tabs never spaces", project="acme"))
     assert found.memories[0][0].id == mid  # re-embedded: recall finds the new words
 
 
@@ -426,8 +427,8 @@ async def test_forgetting_the_last_memory_of_a_project_returns_to_the_projects(c
 
 
 async def test_category_names_come_from_the_index_in_order(client):
-    assert await client.engine.category_names("acme") == ["decision", "fact", "incident", "preference"]
-    assert await client.engine.category_names("nobody") == []
+    assert await client.engine.store.category_names("acme") == ["decision", "fact", "incident", "preference"]
+    assert await client.engine.store.category_names("nobody") == []
     r = await client.get("/projects/acme")
     menu = re.search(r'<select name="category">.*?</select>', r.text, re.S).group(0)
     assert re.findall(r'<option value="([a-z]+)"', menu) == ["decision", "fact", "incident", "preference"]
@@ -525,19 +526,41 @@ async def test_keyset_pages_go_forward_and_back_over_a_short_last_page(seeded):
     from memlane.pipeline.errors import InvalidInput
 
     engine, _ = seeded
-    first = await engine.browse("acme", sort="occurred", limit=3)
+    first = await engine.store.browse(
+        Filters.parse(engine.config, {"projects": ["acme"]}), sort="occurred", limit=3
+    )
     assert len(first.memories) == 3 and first.prev_cursor is None and first.next_cursor
-    last = await engine.browse("acme", sort="occurred", cursor=first.next_cursor, limit=3)
+    last = await engine.store.browse(
+        Filters.parse(engine.config, {"projects": ["acme"]}),
+        sort="occurred",
+        cursor=first.next_cursor,
+        limit=3,
+    )
     assert len(last.memories) == 1 and last.next_cursor is None and last.prev_cursor
-    again = await engine.browse("acme", sort="occurred", before=last.prev_cursor, limit=3)
+    again = await engine.store.browse(
+        Filters.parse(engine.config, {"projects": ["acme"]}),
+        sort="occurred",
+        before=last.prev_cursor,
+        limit=3,
+    )
     assert [m.id for m in again.memories] == [m.id for m in first.memories]
     assert again.prev_cursor is None and again.next_cursor == first.next_cursor
-    everything = (await engine.browse("acme", sort="occurred", limit=10)).memories
+    everything = (
+        await engine.store.browse(
+            Filters.parse(engine.config, {"projects": ["acme"]}), sort="occurred", limit=10
+        )
+    ).memories
     whens = [m.occurred_at or m.created_at for m in everything]
     assert whens == sorted(whens, reverse=True) and [m.id for m in everything][:3] == [
         m.id for m in first.memories
     ]
     with pytest.raises(InvalidInput, match="not both"):
-        await engine.browse("acme", cursor=first.next_cursor, before=first.next_cursor)
+        await engine.store.browse(
+            Filters.parse(engine.config, {"projects": ["acme"]}),
+            cursor=first.next_cursor,
+            before=first.next_cursor,
+        )
     with pytest.raises(InvalidInput, match="cursor is not valid"):
-        await engine.browse("acme", sort="priority", cursor=first.next_cursor)  # a cursor of another sort
+        await engine.store.browse(
+            Filters.parse(engine.config, {"projects": ["acme"]}), sort="priority", cursor=first.next_cursor
+        )  # a cursor of another sort

@@ -191,10 +191,10 @@ async def test_a_memory_with_many_entities_draws_60_nodes_and_says_how_many_more
     svg = r.text[r.text.index("<svg") : r.text.index("</svg>")]
     assert svg.count('<a href="') == 60
     more = re.search(r'id="graph-more">(\d+) more', r.text)
-    entities = await client.engine.memory_entities([m])
-    linked = {link.memory.id for link in await client.engine.memory_links(m)}
+    entities = await client.engine.store.memory_entities([m])
+    linked = {link.memory.id for link in await client.engine.store.memory_links(m, 50)}
     second_hop = set()
     for _, e in entities[:8]:
-        second_hop |= {o.id for o in (await client.engine.entity_memories(e.id, limit=4))[0]}
+        second_hop |= {o.id for o in (await client.engine.store.entity_memories(e.id, limit=4))[0]}
     drawn = {m} | linked | second_hop
     assert more and int(more.group(1)) == len(drawn) + len(entities) - 60

@@ -51,7 +51,9 @@ def _listed(html: str, ids) -> set:
 
 
 async def test_project_page_lists_topics_with_counts_and_summaries(client):
-    topics = await client.engine.project_topics("acme")
+    topics = await client.engine.store.project_topics(
+        "acme", [t.name for t in client.engine.config.topics.custom_topics]
+    )
     assert topics, "the write path assigned no topics"
     r = await client.get("/projects/acme")
     assert r.status_code == 200
@@ -65,7 +67,11 @@ async def test_project_page_lists_topics_with_counts_and_summaries(client):
 
 
 async def test_topic_filter_keeps_only_that_topics_memories(client):
-    name, n, _, _ = (await client.engine.project_topics("acme"))[0]
+    name, n, _, _ = (
+        await client.engine.store.project_topics(
+            "acme", [t.name for t in client.engine.config.topics.custom_topics]
+        )
+    )[0]
     r = await client.get("/projects/acme", params={"topic": name})
     assert r.status_code == 200
     listed = _listed(r.text, client.ids)
@@ -87,7 +93,11 @@ async def test_fact_type_filter_combines_with_topic_sort_and_pagination(client):
     r2 = await client.get("/projects/acme?" + nxt)
     second = _listed(r2.text, client.ids)
     assert len(second) == 1 and second <= experience and second != first
-    name = (await client.engine.project_topics("acme"))[0][0]
+    name = (
+        await client.engine.store.project_topics(
+            "acme", [t.name for t in client.engine.config.topics.custom_topics]
+        )
+    )[0][0]
     r = await client.get("/projects/acme", params={"topic": name, "fact_type": "opinion"})
     want = {i for i in client.ids if facts[i] == "opinion" and name in (await client.engine.get(i)).topics}
     assert _listed(r.text, client.ids) == want
@@ -95,7 +105,12 @@ async def test_fact_type_filter_combines_with_topic_sort_and_pagination(client):
 
 async def test_topic_names_and_summaries_are_escaped(client):
     r = await client.get("/projects/acme")
-    assert XSS_TOPIC in [t for t, *_ in await client.engine.project_topics("acme")]
+    assert XSS_TOPIC in [
+        t
+        for t, *_ in await client.engine.store.project_topics(
+            "acme", [t.name for t in client.engine.config.topics.custom_topics]
+        )
+    ]
     assert "<script>" not in r.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in r.text
     r = await client.get("/projects/acme", params={"topic": XSS_TOPIC})

@@ -141,11 +141,11 @@ async def test_floor_drops_the_unrelated_and_keeps_the_related_with_either_model
                 {"content": "Caroline adopted a rescue dog named Max in March."},
             ]
         )
-        related = await eng.recall(eng.recall_request("which editor does the user like?"))
+        related = await eng.recall(dict(query="which editor does the user like?"))
         assert [m.content for m, _ in related.memories][:1] == [
             "The user prefers Neovim with the gruvbox theme for editing code."
         ]
-        unrelated = await eng.recall(eng.recall_request("What is the boiling point of mercury?"))
+        unrelated = await eng.recall(dict(query="What is the boiling point of mercury?"))
         assert unrelated.memories == []
         # The vector arm's score is the calibrated cosine of the query side against the passage side.
         top = next(c for c in related.ranked if c.memory.content.startswith("The user prefers Neovim"))
@@ -172,7 +172,7 @@ async def test_a_minilm_store_refuses_e5_until_reembed_moves_it(minilm, e5, data
     assert await mover.reembed(batch_size=1) == 2
     stats = await mover.stats()
     assert stats["embedding_model"] == E5_ID and stats["missing_embeddings"] == 0
-    res = await mover.recall(mover.recall_request("who started Linux?"))
+    res = await mover.recall(dict(query="who started Linux?"))
     assert res.memories[0][0].content == "Linus started Linux"
     await mover.close()
 
@@ -190,7 +190,7 @@ async def test_auto_keeps_the_model_a_store_was_built_with(e5, database_url, tmp
         assert auto.embedder.model_id == E5_ID
         stats = await auto.stats()
         assert stats["embedding_choice"] == "auto: the store's recorded model"
-        res = await auto.recall(auto.recall_request("who created Python?"))
+        res = await auto.recall(dict(query="who created Python?"))
         assert res.memories[0][0].content == "Guido created Python"
     finally:
         await auto.close()
@@ -224,7 +224,7 @@ async def test_a_store_embedded_by_minilm_on_torch_opens_reads_and_grows_on_onnx
         try:
             assert again.embedder.model_id == MINILM_ID
             await again.remember({"content": f"Linus started Linux ({embedding})"})
-            res = await again.recall(again.recall_request("who wrote the first program?"))
+            res = await again.recall(dict(query="who wrote the first program?"))
             assert res.memories[0][0].content == "Ada wrote the first program"
             assert (await again.stats())["embedding_model"] == TORCH_MINILM_ID
         finally:
@@ -317,7 +317,7 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
         ]
         await eng.remember_many([{"content": t, "source": "chat-1"} for t in turns])
         question = "Why did Dana move billing to PostgreSQL?"
-        res = await eng.recall(eng.recall_request(question, limit=2), touch=False)  # 2 per arm
+        res = await eng.recall(dict(query=question, limit=2, count_accesses=False))  # 2 per arm
         retrieval = next(s for s in res.trace.stages if s.stage == "retrieval")
         assert retrieval.detail["graph"]["new_hits"] >= 1
         q = e5.embed_query(question)

@@ -117,7 +117,7 @@ async def test_a_store_torch_embedded_answers_onnx_questions_as_onnx_would(
     await reader.open()  # the torch model's record is the same vectors: no ModelMismatch
     try:
         for q in questions:
-            by_onnx = await reader.recall(reader.recall_request(q, limit=3), touch=False)
+            by_onnx = await reader.recall(dict(query=q, limit=3, count_accesses=False))
             qv = np.array(torch_minilm.embed_query(q))
             expected = max(turns, key=lambda t: float(np.array(torch_minilm.embed_passages([t])[0]) @ qv))
             assert by_onnx.memories[0][0].content == expected, q
@@ -138,7 +138,7 @@ async def main():
     eng = Engine(EngineConfig(data_dir={str(tmp_path / "data")!r}))
     await eng.open()
     await eng.remember({{"content": "Ada wrote the first program"}})
-    res = await eng.recall(eng.recall_request("who wrote the first program?"))
+    res = await eng.recall(dict(query="who wrote the first program?"))
     await eng.close()
     heavy = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
     print(json.dumps({{"top": res.memories[0][0].content, "model": eng.embedder.model_id, "heavy": heavy}}))

@@ -33,7 +33,7 @@ async def recall_with(engine_config, embedder, llm: LLMConfig, question: str = Q
     await eng.open()
     try:
         await eng.remember_many([{"content": f} for f in FACTS])
-        return await eng.recall(eng.recall_request(question), touch=False)
+        return await eng.recall(dict(query=question, count_accesses=False))
     finally:
         await eng.close()
 

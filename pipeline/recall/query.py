@@ -1,0 +1,210 @@
+"""``RecallQuery``: one recall, as the recall tool, the CLI, the memory browser and the benchmarks ask
+for it, checked once (``pipeline/request.py``). Its fields are the recall tool's parameters: a
+parameter is written in the tool's signature and here.
+
+The caller's arguments are flat (``project``, ``current_project``, ``category``, ``tags``, ...); the
+query holds the current project and one ``Filters`` value, which the store's statements take whole.
+``project="*"`` names every project the caller may read (``pipeline/access.py`` decides which):
+``parse`` is given them as ``every_project`` (``Engine.recall`` reads them from the store when
+``asks_every_project``).
+
+``Ablation`` is the benchmark's: which retrieval arms run and whether stage 8 does. No tool has a
+parameter for it, so no client can set it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from memlane.pipeline import access
+from memlane.pipeline import validate as v
+from memlane.pipeline.access import ALL
+from memlane.pipeline.errors import InvalidInput
+from memlane.pipeline.request import Filters, Request, config_of
+
+BUDGETS = ("low", "mid", "high")
+MODES = ("auto", "fast", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class Ablation:
+    """A recall with parts switched off, to measure what they bring (``memlane bench locomo
+    --ablate``): ``arms`` (None: every registered arm, ``recall/arms.py``) and stage 8."""
+
+    arms: tuple[str, ...] | None = None
+    adjustments: bool = True
+
+
+def asks_every_project(project: Any) -> bool:
+    """Whether a recall's ``project`` argument is ``"*"`` (alone, or in a list)."""
+    if isinstance(project, str):
+        return project.strip() == ALL
+    if isinstance(project, list | tuple):
+        return any(isinstance(p, str) and p.strip() == ALL for p in project)
+    return False
+
+
+class RecallQuery(Request):
+    """One recall. ``project`` is the current project (boosted in a recall across several); every
+    project searched is in ``filters.projects``, the current one among them."""
+
+    _noun: ClassVar[str] = "recall parameter"
+    _what: ClassVar[str] = "a recall"
+
+    query: str
+    project: str
+    filters: Filters
+    limit: int = Field(default=None, validate_default=True)  # None -> recall.default_limit
+    max_tokens: int = Field(default=None, validate_default=True)  # None -> recall.default_max_tokens
+    budget: str = "mid"
+    mode: str = Field(default=None, validate_default=True)  # None -> recall.mode
+    reference_time: datetime = Field(default=None, validate_default=True)  # None -> now
+    explain: bool = False
+    include_context: bool = False  # each memory's previous/next neighbours in its source
+    include_entities: bool = False  # other key facts about the entities of the results
+    ablation: Ablation = Ablation()
+    # Each memory returned counts an access (stage 8's access boost reads them): the assistant used
+    # it. The browser and the benchmarks look without counting.
+    count_accesses: bool = True
+
+    @classmethod
+    def accepted(cls) -> tuple[str, ...]:
+        own = tuple(name for name in cls.model_fields if name != "filters")
+        return (*own, "current_project", *(name for name in Filters.model_fields if name != "projects"))
+
+    @property
+    def searched_projects(self) -> tuple[str, ...]:
+        return self.filters.projects
+
+    @property
+    def spans_projects(self) -> bool:
+        return len(self.filters.projects) > 1
+
+    def of_project(self, project: str) -> RecallQuery:
+        """The same recall isolated to one of its projects (retrieval across projects runs per project)."""
+        return self.model_copy(update={"project": project, "filters": self.filters.of_project(project)})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments(cls, data: Any, info: ValidationInfo) -> Any:
+        """The caller's flat arguments in the query's shape: the filters gathered into ``filters``,
+        and ``project`` / ``current_project`` resolved into the current project and every project
+        searched."""
+        if not isinstance(data, dict) or "filters" in data:
+            return data
+        args = dict(data)
+        filters = {name: args.pop(name) for name in list(args) if name in Filters.model_fields}
+        current, filters["projects"] = _projects(
+            args.pop("project", None), args.pop("current_project", None), info
+        )
+        return {**args, "project": current, "filters": filters}
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query(cls, value: Any, info: ValidationInfo) -> str:
+        cfg = config_of(info).recall
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(
+                "query is empty: ask in words what you want to remember, e.g. 'user's editor preferences'"
+            )
+        if len(value) > cfg.max_query_chars:
+            raise InvalidInput(f"query is {len(value)} characters; the maximum is {cfg.max_query_chars}")
+        return v.storable_text(value, "query").strip()
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> int:
+        cfg = config_of(info).recall
+        if value is None:
+            return cfg.default_limit
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cfg.max_limit:
+            raise InvalidInput(f"limit must be an integer from 1 to {cfg.max_limit}")
+        return value
+
+    @field_validator("max_tokens", mode="before")
+    @classmethod
+    def _max_tokens(cls, value: Any, info: ValidationInfo) -> int:
+        if value is None:
+            return config_of(info).recall.default_max_tokens
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput("max_tokens must be a positive integer")
+        return value
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> str:
+        if value not in BUDGETS:
+            raise InvalidInput(f"budget must be one of {', '.join(BUDGETS)}; got {value!r}")
+        return str(value)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any, info: ValidationInfo) -> str:
+        mode = config_of(info).recall.mode if value is None else value
+        if mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        return str(mode)
+
+    @field_validator("include_context", "include_entities", "count_accesses", mode="before")
+    @classmethod
+    def _flag(cls, value: Any, info: ValidationInfo) -> bool:
+        if not isinstance(value, bool):
+            raise InvalidInput(f"{info.field_name} must be true or false; got {value!r}")
+        return value
+
+    @field_validator("explain", mode="before")
+    @classmethod
+    def _explain(cls, value: Any) -> bool:
+        return bool(value)
+
+    @field_validator("reference_time", mode="before")
+    @classmethod
+    def _reference_time(cls, value: Any) -> datetime:
+        return v.parse_datetime(value, "reference_time") or datetime.now(UTC)
+
+    @field_validator("ablation", mode="before")
+    @classmethod
+    def _ablation(cls, value: Any) -> Ablation:
+        if value is None:
+            return Ablation()
+        if not isinstance(value, Ablation):
+            raise InvalidInput("ablation must be an Ablation")
+        return value
+
+
+def _projects(project: Any, current_project: Any, info: ValidationInfo) -> tuple[str, tuple[str, ...]]:
+    """(the current project, every project searched, the current one first unless listed). ``"*"``
+    becomes the projects the caller (context ``principal``; None: the local user) may read among
+    context ``every_project``, with the default project as the current one when it is among them;
+    only a caller that may use every project may ask for it."""
+    context = info.context or {}
+    default = config_of(info).default_project
+    if asks_every_project(project):
+        principal = context.get("principal")
+        access.check(principal, ALL)
+        if isinstance(project, list | tuple) and len(project) > 1:
+            raise InvalidInput("'*' already means every project: give it alone, not in a list")
+        known = context.get("every_project")
+        if known is None:
+            raise InvalidInput("project '*' (every project) must be expanded to project names before recall")
+        project = access.readable_projects(principal, known)
+        if not project:
+            raise InvalidInput("project '*': there is no project you may read")
+        if current_project is None:
+            current_project = default if default in project else project[0]
+    if isinstance(project, list | tuple):
+        if not project:
+            raise InvalidInput("project is an empty list: give one project, a list of projects, or '*'")
+        names = list(dict.fromkeys(v.project_name(p, default) for p in project))
+    else:
+        names = [v.project_name(project, default)]
+    current = names[0] if current_project is None else v.project_name(current_project, default)
+    if current == ALL:
+        raise InvalidInput("current_project must be one project name, not '*'")
+    if current not in names:
+        names.insert(0, current)  # the current project is always searched
+    return current, tuple(names)
