@@ -66,7 +66,8 @@ lint: $(BIN)/memlane
 
 # Pages that restate the code (the configuration reference, the results tables rendered from
 # bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
-# (cog --check), a page names a path that does not exist, or a link is broken (mkdocs --strict);
+# (cog --check), a page names a path that does not exist, the code names a docs page or heading
+# that does not exist (.ci/check_doc_paths.py), or a link is broken (mkdocs --strict);
 # `make docs-generate` rewrites the generated parts.
 DOC_SOURCES := README.md $(wildcard docs/*.md)
 
