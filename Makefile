@@ -11,7 +11,7 @@ TORCH_VENV ?= .venv-torch
 # the CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install install-torch run test test-torch lint bench clean browser screenshots docs docs-generate dist bundle
+.PHONY: install install-torch run test test-fast test-torch lint bench clean browser screenshots docs docs-generate dist bundle
 
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ browser:
 test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
 	$(BIN)/python -m pytest -q
 
+# The inner loop: the tests not marked slow, in this process against the session's embedded
+# PostgreSQL. None starts memlane, Node, a browser, a package build or a PostgreSQL server of its
+# own, so neither Node nor Chromium is installed for it. PYTEST_ARGS narrows it further, e.g.
+# `make test-fast PYTEST_ARGS=tests/pipeline/recall`. CI runs `make test`, which runs them all.
+PYTEST_ARGS ?=
+test-fast: $(BIN)/memlane
+	$(BIN)/python -m pytest -q -m "not slow and not torch" $(PYTEST_ARGS)
+
 # The tests marked torch (the sentence-transformers provider, and MiniLM on torch against ONNX),
 # in the venv that has the extra; in `make test` they are skipped, each saying so.
 test-torch: $(TORCH_VENV)/bin/memlane
@@ -66,7 +74,8 @@ lint: $(BIN)/memlane
 
 # Pages that restate the code (the configuration reference, the results tables rendered from
 # bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
-# (cog --check), a page names a path that does not exist, or a link is broken (mkdocs --strict);
+# (cog --check), a page names a path that does not exist, the code names a docs page or heading
+# that does not exist (.ci/check_doc_paths.py), or a link is broken (mkdocs --strict);
 # `make docs-generate` rewrites the generated parts.
 DOC_SOURCES := README.md $(wildcard docs/*.md)
 

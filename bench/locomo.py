@@ -1,4 +1,5 @@
-"""``memlane bench locomo``: retrieval quality on LoCoMo, by the protocol in shared/docs/EVAL.md.
+"""``memlane bench locomo``: retrieval quality on LoCoMo, by the evaluation protocol in
+docs/benchmarks.md#the-evaluation-protocol-bench-locomo.
 
 One project per conversation, stored along one of three paths (``--path``):
 

@@ -1,4 +1,5 @@
-"""Reading LoCoMo conversations into turns and questions, exactly as shared/docs/EVAL.md says.
+"""Reading LoCoMo conversations into turns and questions, exactly as the evaluation protocol says
+(docs/benchmarks.md#the-evaluation-protocol-bench-locomo).
 
 Only ``speaker_a/b``, ``session_N``, ``session_N_date_time`` and ``qa`` are read: the protocol
 forbids the annotated/generated fields (events, observations, summaries) as input, so they are

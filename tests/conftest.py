@@ -49,11 +49,22 @@ def _remove_session_tmp() -> None:
 atexit.register(_remove_session_tmp)
 
 
+# Fixtures that start servers of their own (a standalone PostgreSQL, an embedded one in its own data
+# directory, `memlane serve`): a test that takes one is slow, and `make test-fast` leaves it out.
+SERVER_FIXTURES = {"external_pg", "external_url", "own_data_dir", "http_server"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``torch`` need the memlane[torch] extra: without it each is skipped and says
+    """Tests that take a fixture of SERVER_FIXTURES are marked ``slow`` (they are marked in their
+    modules too; this keeps a new one out of `make test-fast` when its mark is forgotten).
+
+    Tests marked ``torch`` need the memlane[torch] extra: without it each is skipped and says
     where it runs (`make test-torch`), never silently."""
     import importlib.util
 
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) and "slow" not in item.keywords:
+            item.add_marker(pytest.mark.slow)
     if importlib.util.find_spec("sentence_transformers") is not None:
         return
     skip = pytest.mark.skip(reason="needs the memlane[torch] extra: `make test-torch` runs it")

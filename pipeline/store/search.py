@@ -39,7 +39,7 @@ HANDLE_AND_VERSION = (
 # average memory length, and the tsquery that selects candidates.
 # - The tsquery ORs the lexemes: natural questions rarely have all their words in one memory, and
 #   AND semantics (plainto_tsquery) finds about a fifth of OR's R@5 on the LoCoMo development set
-#   (shared/docs/EVAL.md).
+#   (docs/benchmarks.md#the-evaluation-protocol-bench-locomo).
 # - It leaves out lexemes that more than a share (recall.keyword_common_df) of the project's
 #   memories contain, always keeping the rarest: they would make nearly every memory a candidate,
 #   so the keyword arm would score the whole project. They still count in the score of the memories

@@ -254,6 +254,7 @@ def test_locomo_report_layout_scores_and_cleanup(synthetic_file, bench_settings,
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_bench_all_writes_every_result(synthetic_file, tmp_path, monkeypatch, shared_embedder, database_url):
     """Through the real command line: locomo on the synthetic file plus a tiny latency run."""
     monkeypatch.setenv("MEMLANE_DATABASE__URL", database_url)
@@ -321,6 +322,7 @@ def test_mcp_bench_reports_cold_start_and_call_latency():
     assert "stores/s" in report_module.mcp_markdown(report)
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embedder):
     from memlane.bench import llmbench
 
@@ -335,6 +337,7 @@ def test_llm_bench_measures_both_paths_against_the_stand_in(bench_settings, embe
     assert "## LLM stages against a stand-in API answering after 20 ms" in llmbench.markdown(report)
 
 
+@pytest.mark.slow  # a real conversation through the whole benchmark, end to end
 @pytest.mark.skipif(not LOCOMO_30.exists(), reason="../shared/locomo is not there")
 def test_one_real_locomo_conversation(bench_settings, embedder):
     report = asyncio.run(locomo.run(bench_settings, LOCOMO_30, embedder=embedder, show_progress=False))

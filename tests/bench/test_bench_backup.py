@@ -8,6 +8,7 @@ from memlane.bench import backupbench, report
 from memlane.pipeline.store import backup as backups
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_backup_bench_times_verified_round_trips_of_a_store_it_builds():
     r = await backupbench.run(300, runs=2, projects=3, show_progress=False)

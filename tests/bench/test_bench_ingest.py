@@ -80,6 +80,7 @@ def test_locomo_ingest_variant_counts_what_ingest_kept_and_scores_lost_evidence_
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_maintain_bench_purges_and_merges_what_was_planted(bench_settings, embedder, database_url):
     report = asyncio.run(upkeep.run(bench_settings, 60, every=10, embedder=embedder, show_progress=False))
     store = report["store"]

@@ -49,6 +49,7 @@ def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
     assert np.asarray(pooled.embed_queries(["billing?"])).shape == (1, embedder.dim)  # the model's
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, embedder, database_url):
     partials: list[dict] = []
     with psycopg.connect(database_url) as conn:
@@ -93,6 +94,7 @@ def test_a_size_past_the_pool_is_built_through_remember_many(bench_settings, emb
     )
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_a_kept_store_is_measured_again_and_grown_from_where_it_ends(bench_settings, embedder, database_url):
     def run(sizes):
         return asyncio.run(
@@ -113,6 +115,7 @@ def test_a_kept_store_is_measured_again_and_grown_from_where_it_ends(bench_setti
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 90
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_a_kept_store_resumed_past_a_gap_skips_the_texts_it_holds(bench_settings, embedder, database_url):
     # A build stopped midway stored some batches past the point the stream resumes from (the pool
     # path has several in flight). Losing the store's last memories makes the same gap: the resumed
@@ -158,6 +161,7 @@ def test_the_growth_target_compares_the_largest_size_with_10k():
     assert (growth["value"], growth["result"]) == (2.5, "FAIL")  # the sizes' p50s, then
 
 
+@pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size(
     bench_settings, embedder, database_url
 ):
@@ -200,6 +204,7 @@ def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size
     assert left == 0
 
 
+@pytest.mark.slow
 def test_a_role_that_may_not_create_a_database_gets_the_sizes_growth(tmp_path, embedder, external_url):
     # A managed service's application role (no CREATEDB): the copy cannot be made, and the growth
     # target reads the sizes' own p50s, as the report says.

@@ -24,6 +24,7 @@ PER_SERVER = 20
 SHARED = 5  # facts both servers write at the same time
 
 
+@pytest.mark.slow
 async def test_two_servers_started_together_on_a_fresh_data_dir_lose_no_memories(tmp_path):
     """Both race the embedded server's start and the migrations, then write concurrently."""
     data_dir = tmp_path / "data"

@@ -33,7 +33,7 @@ KNOWN_DIMENSIONS = {
 # Model ids whose vectors are one model's, so a store embedded by one is read and extended by the
 # other without `memlane reembed`: MiniLM's int8 ONNX export against its torch weights, cosine
 # 0.9995 on average over 600 LoCoMo turns, and recall from a store embedded by torch and queried by
-# ONNX equal to ONNX alone (docs/embedding.md has the measurement).
+# ONNX equal to ONNX alone (docs/configuration.md#minilm-without-torch has the measurement).
 SAME_VECTORS = (frozenset({f"onnx:{MINILM_MODEL}", f"local:{MINILM_MODEL}"}),)
 
 

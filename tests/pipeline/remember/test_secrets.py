@@ -190,6 +190,7 @@ def table_dump(database_url: str) -> str:
     return "\n".join(r[0] for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_no_secret_reaches_the_table_the_embedder_the_logs_or_an_export(
     database_url, tmp_path, embedder, caplog
@@ -250,6 +251,7 @@ async def test_no_secret_reaches_the_table_the_embedder_the_logs_or_an_export(
     assert_clean("the export", exported.stdout + exported.stderr)
 
 
+@pytest.mark.slow
 def test_the_cli_and_import_redact_and_refuse_mode_stores_nothing(database_url, tmp_path):
     env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url)
 

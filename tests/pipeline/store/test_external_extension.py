@@ -23,6 +23,7 @@ def _tables(url: str) -> list[str]:
         return [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
 
 
+@pytest.mark.slow
 async def test_a_role_that_may_not_create_pgvector_is_told_the_sql_then_works(
     external_pg, open_engine, tmp_path
 ):
@@ -51,6 +52,7 @@ async def test_a_role_that_may_not_create_pgvector_is_told_the_sql_then_works(
     assert superuser is False
 
 
+@pytest.mark.slow
 async def test_an_old_pgvector_is_refused_with_the_upgrade_statement(external_pg, open_engine, tmp_path):
     name = "old_" + uuid.uuid4().hex[:10]
     url = external_pg.create_app_database(name, name)

@@ -7,6 +7,10 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
+
+# The session's standalone server (initdb, pg_ctl) and, for the standby, a second one.
+pytestmark = pytest.mark.slow
 
 
 def test_the_app_role_is_no_superuser_and_has_pgvector(external_url):

@@ -59,6 +59,7 @@ async def test_connections_the_server_dropped_are_replaced_without_an_error(engi
     assert out.status == "created"  # run once, so the status is exact
 
 
+@pytest.mark.slow
 async def test_an_external_database_that_is_down_fails_fast_and_is_reconnected_when_back(
     own_data_dir, embedder
 ):
@@ -92,6 +93,7 @@ async def test_an_external_database_that_is_down_fails_fast_and_is_reconnected_w
         await eng.close()
 
 
+@pytest.mark.slow
 async def test_the_embedded_server_is_restarted_and_an_interrupted_write_is_absent(own_data_dir, embedder):
     """SIGKILL to the embedded postmaster in the middle of a remember_many transaction: the call
     fails within seconds saying the database was restarted; the memories acknowledged before are
@@ -198,6 +200,7 @@ async def test_closing_during_start_up_leaves_no_connection_behind(settings, emb
     assert connections() == 0, sessions()
 
 
+@pytest.mark.slow
 def test_a_smart_shutdown_held_open_by_another_client_is_finished_and_the_server_started(
     own_data_dir, monkeypatch
 ):

@@ -139,6 +139,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_the_cli_backs_up_and_restores_tokens_and_refuses_a_non_empty_target(
     database_url, pg_root, tmp_path, own_data_dir, capsys, monkeypatch
 ):

@@ -21,6 +21,7 @@ from memlane.server.mcp.banner import first_line
 from memlane.server.settings import Settings
 
 
+@pytest.mark.slow
 def test_version_comes_from_the_package_metadata(tmp_path):
     done = run_memlane("--version", env=server_env(tmp_path))
     assert done.returncode == 0, done.stderr
@@ -64,6 +65,7 @@ def test_the_first_line_says_version_data_dir_transport_and_how_to_connect(tmp_p
     assert "serving stdio" in second
 
 
+@pytest.mark.slow
 def test_at_a_terminal_serve_says_it_waits_for_a_client_and_ctrl_d_stops_it(tmp_path, database_url):
     env = server_env(tmp_path, MEMLANE_DATABASE__URL=database_url)
     leader, follower = pty.openpty()

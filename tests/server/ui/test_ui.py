@@ -375,6 +375,7 @@ def test_non_loopback_addresses_are_refused():
     assert "no login" in refusal("0.0.0.0") and refusal("192.168.1.5")
 
 
+@pytest.mark.slow
 def test_memlane_ui_refuses_a_non_loopback_address(tmp_path):
     import subprocess
 
