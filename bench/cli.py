@@ -5,8 +5,9 @@ Each benchmark prints its Markdown tables on stdout, progress on stderr, and wri
 report (the stable, documented layout), a Markdown file and a PNG chart when asked. Nothing here
 is a pass/fail test: the latency targets are reported, never asserted.
 
-Each benchmark's module is imported by the function that runs it: ``memlane`` builds this parser
-on every start-up, and those modules load the engine, which takes seconds to import.
+``memlane`` hands what follows ``bench`` to ``parse`` (its parser is built only for this command), then
+calls ``run``. Each benchmark's module is imported by the function that runs it: those modules load
+the engine, which takes seconds to import.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +69,26 @@ def _common(p: argparse.ArgumentParser, plot: bool = True) -> None:
     _store_args(p)
 
 
-def add_parser(sub) -> None:
-    b = sub.add_parser(
-        "bench", help="benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
-    )
+HELP = "benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
+
+
+def parse(argv: list[str], into: argparse.Namespace) -> argparse.Namespace:
+    """``memlane bench``'s arguments (what follows ``bench``) into the command line's namespace."""
+    p = argparse.ArgumentParser(prog="memlane bench", description=HELP)
+    _benchmarks(p)
+    return p.parse_args(argv, namespace=into)
+
+
+def add_parser(sub: Any) -> None:
+    """``memlane bench`` as a subcommand of ``sub`` (the command-line reference draws it so)."""
+    _benchmarks(sub.add_parser("bench", help=HELP))
+
+
+def _benchmarks(b: argparse.ArgumentParser) -> None:
     bs = b.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
 
     p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
+    p.set_defaults(bench_run=_locomo)
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
     p.add_argument(
         "--path",
@@ -110,6 +125,7 @@ def add_parser(sub) -> None:
     _common(p)
 
     p = bs.add_parser("latency", help="remember throughput and recall latency on a synthetic corpus")
+    p.set_defaults(bench_run=_latency)
     p.add_argument("--memories", type=_sizes, default=_sizes(DEFAULT_SIZES), help=f"default {DEFAULT_SIZES}")
     p.add_argument("--queries", type=int, default=100, help="recall queries per size (default 100)")
     p.add_argument("--seed", type=int, default=7)
@@ -133,6 +149,7 @@ def add_parser(sub) -> None:
     _common(p)
 
     p = bs.add_parser("mcp", help="cold start of `memlane serve` and tool-call latency over stdio")
+    p.set_defaults(bench_run=_mcp)
     p.add_argument("--runs", type=int, default=5, help="spawns to time (default 5)")
     p.add_argument(
         "--calls",
@@ -161,6 +178,7 @@ def add_parser(sub) -> None:
     p = bs.add_parser(
         "footprint", help="resident memory of the server and its database; --install: install size"
     )
+    p.set_defaults(bench_run=_footprint)
     p.add_argument(
         "--conversation", metavar="FILE", help="a LoCoMo conversation file to remember (default: synthetic)"
     )
@@ -170,6 +188,7 @@ def add_parser(sub) -> None:
     _common(p, plot=False)
 
     p = bs.add_parser("llm", help="what the LLM stages add to a recall, against a local stand-in API")
+    p.set_defaults(bench_run=_llm)
     p.add_argument("--delay-ms", type=float, default=200.0, help="the stand-in's answer delay (default 200)")
     p.add_argument("--memories", type=int, default=1000, help="store size (default 1000)")
     p.add_argument("--queries", type=int, default=40, help="recalls per path (default 40)")
@@ -179,6 +198,7 @@ def add_parser(sub) -> None:
     p = bs.add_parser(
         "load", help="concurrent MCP clients over streamable HTTP: throughput, latency, nothing lost"
     )
+    p.set_defaults(bench_run=_load)
     p.add_argument("--clients", type=_positive, default=16, help="concurrent MCP sessions (default 16)")
     p.add_argument("--seconds", type=float, default=30.0, help="length of the concurrent phase (default 30)")
     p.add_argument(
@@ -202,6 +222,7 @@ def add_parser(sub) -> None:
     p = bs.add_parser(
         "backup", help="memlane backup and restore of a store of N memories (random vectors, by COPY)"
     )
+    p.set_defaults(bench_run=_backup)
     p.add_argument("--memories", type=_positive, default=100_000, help="store size (default 100000)")
     p.add_argument("--runs", type=_positive, default=3, help="backups and restores to time (default 3)")
     p.add_argument("--projects", type=_positive, default=10, help="projects, each indexed (default 10)")
@@ -214,6 +235,7 @@ def add_parser(sub) -> None:
         "replica",
         help="read-your-writes through a streaming hot standby (its own temporary primary and standby)",
     )
+    p.set_defaults(bench_run=_replica)
     p.add_argument(
         "--pairs", type=_positive, default=100, help="remember->recall pairs, standby up (default 100)"
     )
@@ -225,6 +247,7 @@ def add_parser(sub) -> None:
     p.add_argument("--markdown", metavar="OUT", help="write the Markdown table here")
 
     p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
+    p.set_defaults(bench_run=_maintain)
     p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
     p.add_argument(
         "--every",
@@ -238,6 +261,7 @@ def add_parser(sub) -> None:
     p = bs.add_parser(
         "topics", help="accuracy of topics and fact types on labelled memories (offline, or with --llm)"
     )
+    p.set_defaults(bench_run=_topics)
     p.add_argument("files", metavar="FILE", nargs="+", help='JSON lines {"text", "topic", "fact_type"}')
     p.add_argument(
         "--taxonomy", metavar="TOML", required=True, help="the fixed topics: [[custom_topics]] tables"
@@ -248,6 +272,7 @@ def add_parser(sub) -> None:
     _common(p, plot=False)
 
     p = bs.add_parser("report", help="render committed benchmark JSON (bench/results/*.json) as Markdown")
+    p.set_defaults(bench_run=_report)
     p.add_argument("files", metavar="FILE", nargs="+", help="a JSON report written by --json")
     p.add_argument(
         "--view", choices=("full", "summary"), default="full", help="summary: the README's LoCoMo table"
@@ -255,6 +280,7 @@ def add_parser(sub) -> None:
     p.add_argument("--markdown", metavar="OUT", help="also write the Markdown here")
 
     p = bs.add_parser("all", help="locomo (if the data is there) and latency, results into a directory")
+    p.set_defaults(bench_run=_all)
     p.add_argument("--output", metavar="DIR", default="bench/results")
     p.add_argument("--locomo", metavar="DATA", help="default: ../shared/locomo when it exists")
     p.add_argument("--memories", type=_sizes, default=_sizes(ALL_SIZES), help=f"default {ALL_SIZES}")
@@ -435,15 +461,15 @@ def _replica(args, settings) -> int:
 
 
 def _maintain(args, settings) -> int:
-    from memlane.bench import upkeep
+    from memlane.bench import maintainbench
 
     if args.memories < 1 or args.every < 2:
         print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
         return 2
     result = aio.run(
-        upkeep.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
+        maintainbench.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
     )
-    _write(result, upkeep.markdown(result), args)
+    _write(result, maintainbench.markdown(result), args)
     return 0
 
 
@@ -524,19 +550,7 @@ def _all(args, settings) -> int:
     return 0
 
 
-def run(args, settings) -> int:
-    handlers = {
-        "locomo": _locomo,
-        "latency": _latency,
-        "mcp": _mcp,
-        "footprint": _footprint,
-        "llm": _llm,
-        "load": _load,
-        "maintain": _maintain,
-        "backup": _backup,
-        "replica": _replica,
-        "topics": _topics,
-        "report": _report,
-        "all": _all,
-    }
-    return handlers[args.bench](args, settings)
+def run(args: argparse.Namespace, settings: Any) -> int:
+    """The benchmark ``parse`` chose."""
+    bench_run: Callable[[argparse.Namespace, Any], int] = args.bench_run
+    return bench_run(args, settings)

@@ -433,7 +433,7 @@ RENDERERS = {
     "footprint": ("memlane.bench.footprint", "markdown"),
     "llm": ("memlane.bench.llmbench", "markdown"),
     "load": ("memlane.bench.loadbench", "markdown"),
-    "maintain": ("memlane.bench.upkeep", "markdown"),
+    "maintain": ("memlane.bench.maintainbench", "markdown"),
     "topics": ("memlane.bench.topicsbench", "markdown"),
     "backup": ("memlane.bench.backupbench", "markdown"),
 }

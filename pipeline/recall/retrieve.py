@@ -10,7 +10,7 @@ while the texts are embedded. If it is still running when the embedding is done,
 the embedding start alone too, so the slowest sets the pace instead of their sum; otherwise they
 select their top k inside the statement that scores the union. Either way one SQL statement per
 query text scores the union on every arm. The per-text statements run concurrently, bounded by
-``MAX_PARALLEL_SEARCHES``. Python arms (graph, temporal) run last, with the store arms' hits as
+``Store.parallel_reads``. Python arms (graph, temporal) run last, with the store arms' hits as
 entry points; what they read from the question alone (``Arm.prepare``) starts with the embedding.
 An arm that expands from entry points (``Arm.from_entry_points``: the graph) starts from the
 keyword arm's hits as soon as they are in, beside the embedding (from the store arms' fused best
@@ -39,11 +39,6 @@ from memlane.pipeline.request import Filters
 from memlane.pipeline.store.search import Hit, KeywordBounds, QueryTerms
 
 log = logging.getLogger(__name__)
-
-# Concurrent per-text statements of one recall. Each holds a pool connection; two leave room in the
-# default pool of 8 for other requests, and with up to 4 texts (question, 2-3 variants) and HyDE
-# the gain over sequential is already most of what parallelism can give on a 2-core machine.
-MAX_PARALLEL_SEARCHES = 2
 
 HITS_EXPLAINED = 50  # per arm list, in an explained recall's trace (detail.hits)
 
@@ -141,7 +136,9 @@ async def _retrieve(
             for t in tasks.values():
                 t.cancel()
 
-    limit = asyncio.Semaphore(MAX_PARALLEL_SEARCHES)
+    # The per-text statements at once, as the pool allows: with up to 4 texts (question, 2-3
+    # variants) and HyDE, two already give most of what running them side by side can.
+    limit = asyncio.Semaphore(ctx.store.parallel_reads)
 
     cosine_arms = [a.name for a in active if a.in_store and a.needs == {"embedding"}]
 

@@ -48,9 +48,6 @@ from memlane.pipeline.store.rows import WRITTEN
 
 log = logging.getLogger(__name__)
 
-# A batch's neighbour searches run on up to two connections: each is one server process's work, and
-# once the batch is embedded the machine's other core would wait for it (2 cores here).
-NEAREST_PARALLEL = 2
 NEAREST_SPLIT_MIN = 16  # vectors of one project; fewer are one statement (a round trip apiece)
 # A batch of at least two parts is embedded a part at a time, each part stored while the model
 # embeds the next (``_remember_in_parts``); the model's calls take up to 64 texts anyway
@@ -439,18 +436,19 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
 
 async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
     """Each input's ``k`` nearest stored memories of its project: one search per project, a large
-    batch of an indexed project's split in two, up to ``NEAREST_PARALLEL`` at once."""
+    batch of an indexed project's split in two, up to ``store.parallel_reads`` at once: each is
+    one server process's work, which the batch's embedding no longer holds up."""
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
     by_project: dict[str, list[int]] = {}
     for i, m in enumerate(inputs):
         by_project.setdefault(m.project, []).append(i)
     parts: list[tuple[str, list[int]]] = []
     for project, idx in by_project.items():
-        # An unindexed project's searches read it whole once per statement (upkeep.py): not split.
+        # An unindexed project's searches read it whole once per statement (store/maintenance.py): not split.
         halves = 2 if len(idx) >= NEAREST_SPLIT_MIN and store.known_indexed(project) else 1
         step = -(-len(idx) // halves)
         parts += [(project, idx[j : j + step]) for j in range(0, len(idx), step)]
-    gate = asyncio.Semaphore(NEAREST_PARALLEL)
+    gate = asyncio.Semaphore(store.parallel_reads)
 
     async def search(project: str, idx: list[int]) -> None:
         async with gate:

@@ -4,15 +4,16 @@
 recovery (connection.py), the embedding model (model.py), the writes (writes.py), and the reads:
 whole memories (reads.py), recall's arms (search.py), handles, browsing, topics, scoring, the
 graph (graph.py writes it, graph_reads.py reads it), the vector indexes, and ``memlane
-maintain``'s queries (upkeep.py), and the HTTP rate limit's buckets (limits.py)."""
+maintain``'s queries (maintenance.py), and the HTTP rate limit's buckets (limits.py)."""
 
 from memlane.pipeline.store.browse import BrowseQueries
-from memlane.pipeline.store.connection import Connection
+from memlane.pipeline.store.connection import Connections
 from memlane.pipeline.store.entity_browse import EntityBrowseQueries
 from memlane.pipeline.store.graph import GraphQueries
 from memlane.pipeline.store.graph_reads import GraphReadQueries
 from memlane.pipeline.store.handles import HandleQueries
 from memlane.pipeline.store.limits import RateBuckets
+from memlane.pipeline.store.maintenance import MaintenanceQueries
 from memlane.pipeline.store.model import ModelSettings
 from memlane.pipeline.store.reads import Reads
 from memlane.pipeline.store.replicas import WriteMarks
@@ -20,7 +21,6 @@ from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.scoring import ScoringQueries
 from memlane.pipeline.store.search import Hit, SearchQueries
 from memlane.pipeline.store.topics import TopicQueries
-from memlane.pipeline.store.upkeep import UpkeepQueries
 from memlane.pipeline.store.vectors import VectorIndexQueries
 from memlane.pipeline.store.writes import Writes
 
@@ -28,7 +28,7 @@ __all__ = ["Hit", "Store", "StoredRow"]
 
 
 class Store(
-    Connection,
+    Connections,
     ModelSettings,
     Writes,
     Reads,
@@ -37,7 +37,7 @@ class Store(
     BrowseQueries,
     EntityBrowseQueries,
     TopicQueries,
-    UpkeepQueries,
+    MaintenanceQueries,
     ScoringQueries,
     GraphQueries,
     GraphReadQueries,

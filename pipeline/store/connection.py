@@ -63,8 +63,9 @@ def _json_loads(data: bytes):
     return {} if data == b"{}" else json.loads(data)
 
 
-class Connection:
-    """The pool and its recovery; the part of ``Store`` every other part's queries go through."""
+class Connections:
+    """The store's connections: the pool and its recovery, the part of ``Store`` every other part's
+    queries go through (``_connection()``)."""
 
     def __init__(
         self,
@@ -102,6 +103,12 @@ class Connection:
         self._indexed: set[str] = set()  # projects known to have their vector index (vectors.py)
         self._below: dict[str, tuple[int, float]] = {}  # projects counted below it (vectors.py)
         self._unindexed: dict[str, float] = {}  # projects seen without their index (vectors.py)
+
+    @property
+    def parallel_reads(self) -> int:
+        """How many statements one call may run at once, each on a connection of its own: a
+        quarter of the pool, so that other calls still find connections free."""
+        return max(1, self._pool_max // 4)
 
     async def open(self) -> None:
         try:

@@ -89,7 +89,7 @@ class GraphReadQueries:
         self, reads: list[GraphRead], *, project: str = "", per_node: int = 50, count_up_to: int = 201
     ) -> list[list[tuple]]:
         """Several reads of the graph arm in one statement (one round trip for a whole hop of every
-        meta-path), each read's rows in the shape of its single-read method below: ``edges``
+        meta-path), each read's rows in its own shape: ``edges``
         (from, to, kind, weight), ``mentions`` (memory, entity, mentions), ``members`` (entity,
         memory, mentions). ``per_node``: links read per memory and members per entity; entity
         members are the live memories of ``project``; mentions are counted up to ``count_up_to``."""
@@ -120,26 +120,6 @@ class GraphReadQueries:
         """Links touching these memories, both directions: (from, to, kind, weight), where a link
         read backwards keeps its kind ("next" read backwards is "previous")."""
         [rows] = await self.graph_reads([GraphRead("edges", tuple(ids), tuple(kinds))], per_node=per_node)
-        return rows
-
-    async def mentions_of(self, ids: list[UUID], count_up_to: int) -> list[tuple[UUID, int, int]]:
-        """(memory, entity, entity's number of mentions, counted up to ``count_up_to``) for these
-        memories."""
-        [rows] = await self.graph_reads([GraphRead("mentions", tuple(ids))], count_up_to=count_up_to)
-        return rows
-
-    async def entity_members(
-        self, entity_ids: list[int], per_entity: int, project: str, count_up_to: int
-    ) -> list[tuple[int, UUID, int]]:
-        """(entity, memory, entity's number of mentions, counted up to ``count_up_to``) for up to
-        ``per_entity`` memories of each entity (live ones of the project). The count says how
-        specific the entity is."""
-        [rows] = await self.graph_reads(
-            [GraphRead("members", tuple(entity_ids))],
-            project=project,
-            per_node=per_entity,
-            count_up_to=count_up_to,
-        )
         return rows
 
     # -- recall output extras -------------------------------------------------------------------

@@ -55,7 +55,7 @@ def _exact_nearest(
     return out
 
 
-class UpkeepQueries:
+class MaintenanceQueries:
     async def nearest_many(
         self, project: str, embeddings: list[list[float]], k: int, *, ef_search: int | None = None
     ) -> list[list[tuple[UUID, float]]]:

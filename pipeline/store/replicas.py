@@ -14,7 +14,7 @@ A replica that fails (cannot connect, connection lost, not in recovery, an older
 down for ``DOWN_S`` and probed again in the background afterwards: no recall waits on a dead host,
 and no client sees an error; a recall whose replica failed midway runs again on the primary
 (``ReplicaLost``, caught by the engine). The route of the recall running now is a context variable
-read by ``Connection._connection()``, so the store's read methods need not know about replicas.
+read by ``Connections._connection()``, so the store's read methods need not know about replicas.
 """
 
 from __future__ import annotations

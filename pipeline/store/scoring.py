@@ -15,13 +15,11 @@ import numpy as np
 from memlane.pipeline.store.connection import read_again_once
 
 # A category's centroid is the mean of at most this many of its memories (the first the (project,
-# category) index gives): a recall asks for a dozen categories, and averaging every member read
-# whole categories, ~28 ms per recall at 100k memories. 64 unit vectors fix the mean's direction to
-# within a few degrees of the whole category's.
+# category) index gives): a recall asks for a dozen categories, and averaging every member would
+# read whole categories; 64 unit vectors fix the mean's direction to within a few degrees.
 CENTROID_SAMPLE = 64
-# A project with more categories has only the asked ones read on a miss. The latency store's
-# projects have ~70 at 1M memories: past a bound of 64 each recall read its own misses, ~9 ms of
-# stage 8 against ~3 ms with the project filled.
+# A project with more categories has only the asked ones read on a miss; below the number a large
+# project has, every recall would read its own misses.
 PROJECT_CATEGORIES = 256
 
 log = logging.getLogger(__name__)

@@ -173,12 +173,11 @@ class SqlArm:
     reads_lexemes: bool
 
 
-# LIMIT {k}: the number in the statement's text, not a parameter. A prepared statement's generic plan
-# (store/connection.py) guesses a parameter LIMIT at a tenth of the rows it limits, and for a
-# project of 24,000 memories that guess made the union's join read the whole table (45 ms instead
-# of 2, in one recall out of seven at 100,000 memories).
-# %(emb)b: the question's vector goes in pgvector's binary form, as the write path's do; printed
-# as decimals it cost about 0.6 ms of the event loop per statement, a hundred times the binary.
+# LIMIT {k}: the number in the statement's text, not a parameter: a prepared statement's generic plan
+# (store/connection.py) guesses a parameter LIMIT at a tenth of the rows it limits, and that guess
+# can make the union's join read the whole project.
+# %(emb)b: the question's vector goes in pgvector's binary form, as the write path's do; printed as
+# decimals it costs the event loop about a hundred times as much.
 SQL_ARMS: dict[str, SqlArm] = {
     "vector": SqlArm(
         cte="vec",

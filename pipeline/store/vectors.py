@@ -19,8 +19,8 @@ the exact top 50 as often.
 The project's full-text index serves the keyword arm the same way. With one GIN index over every
 project, the arm's candidates were the index's matches ANDed with a bitmap of the project's rows from
 its b-tree, and that bitmap and the global posting lists were over a quarter of a keyword query; the
-project's own index needs neither. The keyword arm runs while the question is embedded, on the same two cores, so what
-it saves also comes off the embedding. A project below ``PROJECT_INDEX_MIN`` is read through its
+project's own index needs neither. The keyword arm runs while the question is embedded, on the
+same machine's cores, so what it saves also comes off the embedding. A project below ``PROJECT_INDEX_MIN`` is read through its
 b-tree and its few rows checked one by one. Migration 0009 gave the indexed projects theirs and
 dropped the index over every project; ``memlane reembed`` drops and recreates only the vector ones.
 

@@ -7,9 +7,9 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from memlane.bench import cli as bench_cli
 from memlane.pipeline.errors import ConfigError, MemlaneError
 from memlane.server import aio, logs, shutdown
 from memlane.server.mcp import banner, stdio_front
@@ -21,6 +21,8 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 # memlane setup's clients, as server/cli/clients.py names them (a test checks that they agree): here
 # so that building the parser does not import setup, which every `memlane serve` would pay for.
 SETUP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
+# ``memlane bench``'s line in ``memlane --help`` (memlane.bench.cli.HELP; a test checks they agree).
+BENCH_HELP = "benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,15 +37,18 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    s.set_defaults(run=_serve)
     s.add_argument("--transport", choices=["stdio", "http", "sse"], help="default: server.transport (stdio)")
     s.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP/SSE port (default 8765)")
 
     s = sub.add_parser("ui", help="serve the memory browser on 127.0.0.1 (a web page)")
+    s.set_defaults(run=_ui)
     s.add_argument("--host", help="bind address; only loopback addresses (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="default: ui.port (8766)")
 
     s = sub.add_parser("remember", help="store one memory")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_remember))
     s.add_argument("content")
     s.add_argument("--project")
     s.add_argument("--category")
@@ -62,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "ingest", help="store what is worth keeping from a conversation or document (split, filter, dedupe)"
     )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_ingest))
     s.add_argument("file", help="a text file; '-' for stdin")
     s.add_argument("--kind", choices=["conversation", "document"], default="conversation")
     s.add_argument("--project")
@@ -72,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print every piece's decision as JSON")
 
     s = sub.add_parser("recall", help="search memories")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_recall))
     s.add_argument("query")
     s.add_argument(
         "--project",
@@ -101,17 +108,20 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     s = sub.add_parser("import", help="bulk-import memories from JSONL (resumable: nothing is added twice)")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_import))
     s.add_argument("file", help="JSONL, one memory object per line (the export format); '-' for stdin")
     s.add_argument("--project", help="default project for lines without one")
     s.add_argument("--batch-size", type=int, default=256)
 
     s = sub.add_parser("export", help="write every memory as JSONL (round-trips through import)")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_export))
     s.add_argument("--project")
     s.add_argument("--output", "-o", help="file (default: stdout)")
 
     s = sub.add_parser(
         "backup", help="snapshot the whole store with pg_dump, safe while servers run (docs/backup.md)"
     )
+    s.set_defaults(run=_backup)
     s.add_argument(
         "file",
         nargs="?",
@@ -122,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "restore", help="load a backup into an empty data directory or database, and verify it"
     )
+    s.set_defaults(run=_restore)
     s.add_argument(
         "file", metavar="FILE", help="a .dump written by memlane backup (its FILE.json next to it)"
     )
@@ -129,9 +140,11 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace the memlane store (and tokens file) already there"
     )
 
-    sub.add_parser("doctor", help="check configuration, database, model and versions")
+    s = sub.add_parser("doctor", help="check configuration, database, model and versions")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_doctor))
 
     s = sub.add_parser("prompts", help="the versioned prompt templates of the LLM stages")
+    s.set_defaults(run=_prompts)
     psub = s.add_subparsers(dest="prompts_command", required=True, metavar="ACTION")
     psub.add_parser("list", help="every prompt and version, with its id (name@vN#sha8) and purpose")
     show = psub.add_parser("show", help="one prompt's file: NAME (newest version) or NAME@vN")
@@ -139,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "maintain", help="upkeep: run the maintenance tasks (idempotent, resumable, safe while servers run)"
     )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_maintain))
     s.add_argument(
         "--task", action="append", dest="tasks", metavar="NAME", help="run only this task (repeatable)"
     )
@@ -146,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--list", action="store_true", help="list the tasks and exit")
 
     s = sub.add_parser("token", help="bearer tokens for the HTTP transports (only their hashes are stored)")
+    s.set_defaults(run=_token)
     tsub = s.add_subparsers(dest="token_command", required=True, metavar="ACTION")
     t = tsub.add_parser("create", help="make a token; prints it once, alone on the last line of stdout")
     t.add_argument(
@@ -160,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("revoke", help="delete a token: its name or a prefix of its hash (6+ hex digits)")
     t.add_argument("which", metavar="NAME-or-PREFIX")
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_reembed))
     s.add_argument("--batch-size", type=int, default=256)
 
     s = sub.add_parser(
@@ -168,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Add, update or remove the memlane entry in an MCP client's config file, leaving the "
         "rest of the file as it was; the old file is kept next to it as a timestamped backup.",
     )
+    s.set_defaults(run=_setup)
     s.add_argument(
         "client", nargs="?", choices=SETUP_CLIENTS, metavar="CLIENT", help=", ".join(SETUP_CLIENTS)
     )
@@ -185,7 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     one.add_argument("--remove", action="store_true", help="remove the memlane entry, leave the rest")
     one.add_argument("--list", action="store_true", help="every client: configured or not, its file, command")
 
-    bench_cli.add_parser(sub)
+    # Only its name here: the benchmarks' own parser (memlane.bench.cli) reads the rest of the
+    # command line, when this command runs (``main``).
+    s = sub.add_parser("bench", help=BENCH_HELP, add_help=False)
+    s.set_defaults(run=_bench)
     return p
 
 
@@ -216,13 +236,18 @@ def main(argv: list[str] | None = None) -> int:
     # the rest loads (server/mcp/stdio_front.py). Only for the process's own command line.
     if own:
         stdio_front.start(argv)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        from memlane.bench import cli as bench_cli  # the one entry from the product to the benchmarks
+
+        bench_cli.parse(rest, into=args)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "setup":
         # Before the settings: setup reads none (a broken config must not stop it) and takes the
         # top-level --data-dir and --config as values for the client's entry.
-        from memlane.server.cli import setup
-
-        return setup.run(args)
+        return _setup(args)
     try:
         settings = _settings(args)
     except ConfigError as e:
@@ -230,50 +255,91 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
     shutdown.exit_cleanly_on_sigterm()
-    # Each command imports what it runs, here: the MCP SDK, the web stack and the engine each take
-    # seconds to import, and most commands need only one of them.
     try:
-        if args.command == "serve":
-            # Over stdio (the front has the wire), a client is waiting: start early. HTTP first
-            # checks that it may serve at all.
-            banner.announce(
-                settings,
-                args.transport or settings.server.transport,
-                args.host or settings.server.host,
-                args.port or settings.server.port,
-            )
-            engine = _engine_starting(settings) if stdio_front.active() else None
-            from memlane.server.mcp.serve import serve  # here: the MCP SDK, about a second to import
-
-            return serve(settings, transport=args.transport, host=args.host, port=args.port, engine=engine)
-        if args.command == "ui":
-            from memlane.server.ui.run import run
-
-            return run(settings, host=args.host, port=args.port)
-        if args.command == "prompts":
-            from memlane.server.cli.commands import cmd_prompts
-
-            return cmd_prompts(args)
-        if args.command == "token":
-            from memlane.server.cli.commands import cmd_token
-
-            return cmd_token(args, settings)
-        if args.command in ("backup", "restore"):
-            from memlane.server.cli import backup
-
-            return getattr(backup, "cmd_" + args.command)(args, settings)
-        if args.command == "bench":
-            return bench_cli.run(args, settings)
-        from memlane.server.cli import commands
-
-        handler: Callable[..., Awaitable[int]] = getattr(commands, "cmd_" + args.command.replace("-", "_"))
-        return aio.run(commands.with_engine(settings, handler, args))
+        run: Callable[[argparse.Namespace, Settings], int] = args.run
+        return run(args, settings)
     except MemlaneError as e:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("memlane: interrupted", file=sys.stderr)
         return 130
+
+
+# -- what each command runs ------------------------------------------------------------------------
+# Each imports what it needs when it runs: the MCP SDK, the web stack and the engine each take
+# seconds to import, and most commands need only one of them.
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    # Over stdio (the front has the wire), a client is waiting: start early. HTTP first checks
+    # that it may serve at all.
+    banner.announce(
+        settings,
+        args.transport or settings.server.transport,
+        args.host or settings.server.host,
+        args.port or settings.server.port,
+    )
+    engine = _engine_starting(settings) if stdio_front.active() else None
+    from memlane.server.mcp.serve import serve  # here: the MCP SDK, about a second to import
+
+    return serve(settings, transport=args.transport, host=args.host, port=args.port, engine=engine)
+
+
+def _ui(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.server.ui.run import run
+
+    return run(settings, host=args.host, port=args.port)
+
+
+def _setup(args: argparse.Namespace, settings: Settings | None = None) -> int:
+    from memlane.server.cli import setup
+
+    return setup.run(args)
+
+
+def _prompts(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.server.cli.commands import cmd_prompts
+
+    return cmd_prompts(args)
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.server.cli.commands import cmd_token
+
+    return cmd_token(args, settings)
+
+
+def _backup(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.server.cli.backup import cmd_backup
+
+    return cmd_backup(args, settings)
+
+
+def _restore(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.server.cli.backup import cmd_restore
+
+    return cmd_restore(args, settings)
+
+
+def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    from memlane.bench import cli as bench_cli
+
+    return bench_cli.run(args, settings)
+
+
+def _on_engine(
+    handler: Callable[[ModuleType], Callable[..., Awaitable[int]]],
+) -> Callable[[argparse.Namespace, Settings], int]:
+    """A command that drives the engine: ``handler`` picks its function from
+    ``server/cli/commands.py``, which is imported only when the command runs."""
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        from memlane.server.cli import commands
+
+        return aio.run(commands.with_engine(settings, handler(commands), args))
+
+    return run
 
 
 if __name__ == "__main__":  # pragma: no cover

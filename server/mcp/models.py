@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.json_schema import SkipJsonSchema
@@ -31,23 +34,23 @@ class MemoryOut(BaseModel):
 
     @classmethod
     def of(cls, m: Memory, score: float | None = None) -> MemoryOut:
-        return cls(
-            id=str(m.id),
-            content=m.content,
-            score=round(score, 6) if score is not None else None,
-            project=m.project,
-            category=m.category,
-            tags=list(m.tags),
-            pinned=m.pinned,
-            priority=m.priority,
-            occurred_at=m.occurred_at.isoformat() if m.occurred_at else None,
-            created_at=m.created_at.isoformat(),
-            updated_at=m.updated_at.isoformat(),
-            expires_at=m.expires_at.isoformat() if m.expires_at else None,
-            metadata=m.metadata,
-            topics=list(m.topics) if m.topics is not None else None,
-            fact_type=m.fact_type,
-        )
+        """The memory's fields this model has (``Memory``'s names), as JSON has them: ids as
+        strings, times in ISO 8601, tuples as lists."""
+        shown = {name: _as_json(getattr(m, name)) for name in cls.model_fields if name in _MEMORY_FIELDS}
+        return cls(**shown, score=round(score, 6) if score is not None else None)
+
+
+_MEMORY_FIELDS = frozenset(f.name for f in fields(Memory))
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 class Redaction(BaseModel):

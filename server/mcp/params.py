@@ -70,7 +70,7 @@ RememberSource = Annotated[
         "memories remembered one after another in a project are linked while they are close in time."
     ),
 ]
-Source = Annotated[
+IngestSource = Annotated[
     str | None,
     Field(description="Name of the conversation or document; default 'ingest:' + a hash of the text."),
 ]

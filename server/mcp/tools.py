@@ -91,7 +91,7 @@ async def ingest(
     text: p.Text,
     kind: p.Kind = "conversation",
     project: p.Project = None,
-    source: p.Source = None,
+    source: p.IngestSource = None,
     occurred_at: p.EveryPieceOccurredAt = None,
     category: p.EveryPieceCategory = None,
     tags: p.EveryPieceTags = None,

@@ -9,7 +9,7 @@ import json
 import psycopg
 import pytest
 
-from memlane.bench import locomo, upkeep
+from memlane.bench import locomo, maintainbench
 from memlane.server.settings import load
 
 IGUANA = "My pet iguana Ziggy learned to climb the bookshelf."
@@ -82,7 +82,7 @@ def test_locomo_ingest_variant_counts_what_ingest_kept_and_scores_lost_evidence_
 
 @pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_maintain_bench_purges_and_merges_what_was_planted(bench_settings, embedder, database_url):
-    report = asyncio.run(upkeep.run(bench_settings, 60, every=10, embedder=embedder, show_progress=False))
+    report = asyncio.run(maintainbench.run(bench_settings, 60, every=10, embedder=embedder, show_progress=False))
     store = report["store"]
     assert (store["stored"], store["planted_near_duplicates"], store["planted_expired"]) == (66, 6, 6)
     runs = report["runs"]
@@ -93,6 +93,6 @@ def test_maintain_bench_purges_and_merges_what_was_planted(bench_settings, embed
     assert runs["second_run"]["tasks"]["purge"]["purged"] == 0
     assert runs["second_run"]["tasks"]["merge"]["merged"] == 0
     assert report["memories_after"] == 66 - 6 - report["merge"]["merged"]
-    assert "| run | seconds |" in upkeep.markdown(report)
+    assert "| run | seconds |" in maintainbench.markdown(report)
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0

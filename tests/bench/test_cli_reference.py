@@ -19,7 +19,7 @@ def test_every_command_and_subcommand_is_rendered():
     top = _names(parser)
     assert [p[0] for p in paths if len(p) == 1] == top
     for nested in ("prompts", "token", "bench"):
-        below = _names(ref._subparsers(parser).choices[nested])
+        below = _names(ref._lazy(nested, ref._subparsers(parser).choices[nested], "memlane"))
         assert [p[1] for p in paths if len(p) == 2 and p[0] == nested] == below
     assert {("prompts", "show"), ("token", "revoke"), ("bench", "locomo"), ("bench", "report")} <= set(paths)
     text = ref.markdown(parser)
@@ -58,3 +58,12 @@ def test_option_strings_are_written_as_python_3_11_does():
     text = ref.help_text(p)
     assert "--output FILE, -o FILE" in text
     assert p.formatter_class is original  # the parser is left as it was
+
+
+def test_memlane_help_names_the_benchmarks_as_their_own_parser_does():
+    from memlane.bench import cli as bench_cli
+    from memlane.server.cli import main
+
+    assert main.BENCH_HELP == bench_cli.HELP
+    bench = ref._subparsers(main._parser()).choices["bench"]
+    assert ref._subparsers(bench) is None  # a stub: the benchmarks' parser is built when it runs

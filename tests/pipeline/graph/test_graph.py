@@ -25,6 +25,7 @@ from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
 from memlane.pipeline.store import graph_reads, vectors
+from memlane.pipeline.store.graph_reads import GraphRead
 from memlane.pipeline.store.writes import WRITE_LOCK_CLASS
 from memlane.pipeline.tokens import count_tokens
 
@@ -318,10 +319,10 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
     queries = engine.embedder.embed_passages(
         ["a decision about billing", "the login incident", "mail backups"]
     )
-    from memlane.pipeline.store import upkeep
+    from memlane.pipeline.store import maintenance
 
     exact = await engine.store.nearest_many("near", queries, 4)  # 3 vectors: in SQL
-    monkeypatch.setattr(upkeep, "EXACT_IN_SQL_MAX", 2)
+    monkeypatch.setattr(maintenance, "EXACT_IN_SQL_MAX", 2)
     in_numpy = await engine.store.nearest_many("near", queries, 4)
     assert [[m for m, _ in h] for h in exact] == [[m for m, _ in h] for h in in_numpy]
     assert [[round(s, 4) for _, s in h] for h in exact] == [[round(s, 4) for _, s in h] for h in in_numpy]
@@ -745,13 +746,17 @@ async def test_mention_counts_stop_past_what_the_graph_arm_asks(engine):
     store = engine.store
     [(zid, _)] = (await store.entity_ids("default", ["zephyrine"])).items()
     [(qid, _)] = (await store.entity_ids("default", ["quillon"])).items()
-    members = await store.entity_members([zid, qid], 50, "default", 4)
+    [members] = await store.graph_reads(
+        [GraphRead("members", (zid, qid))], project="default", per_node=50, count_up_to=4
+    )
     counts = {e: n for e, _, n in members}
     assert counts == {zid: 4, qid: 2}
     assert sum(1 for e, _, _ in members if e == zid) == 6  # the members themselves are not capped
     ids = [m for e, m, _ in members]
-    assert {(e, n) for _, e, n in await store.mentions_of(ids, 4) if e in (zid, qid)} == {(zid, 4), (qid, 2)}
-    assert {(e, n) for _, e, n in await store.mentions_of(ids, 100) if e in (zid, qid)} == {
+    [mentions] = await store.graph_reads([GraphRead("mentions", tuple(ids))], count_up_to=4)
+    assert {(e, n) for _, e, n in mentions if e in (zid, qid)} == {(zid, 4), (qid, 2)}
+    [mentions] = await store.graph_reads([GraphRead("mentions", tuple(ids))], count_up_to=100)
+    assert {(e, n) for _, e, n in mentions if e in (zid, qid)} == {
         (zid, 6),
         (qid, 2),
     }

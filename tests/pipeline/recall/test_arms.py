@@ -33,6 +33,6 @@ def test_arm_weights_default_to_every_arm_and_refuse_unknown_arms():
         RecallConfig(arm_weights={"vector": -1.0})
 
 
-def test_the_old_per_arm_weight_keys_still_configure_fusion():
-    cfg = RecallConfig.model_validate({"vector_weight": 2.0, "keyword_weight": 0.5})
-    assert cfg.arm_weights == {**arms.default_weights(), "vector": 2.0, "keyword": 0.5}
+def test_the_per_arm_weight_keys_of_before_the_arm_registry_are_refused_by_name():
+    with pytest.raises(ValueError, match="vector_weight"):
+        RecallConfig.model_validate({"vector_weight": 2.0})

@@ -93,7 +93,7 @@ async def test_a_batchs_searches_run_two_at_a_time_with_the_answers_of_one_each(
     found = await write._nearest(engine.store, inputs, vecs, 4)
     # The indexed project's batch in two halves, the unindexed one's whole; two at a time.
     assert sorted(calls) == [("big", 9), ("big", 9), ("small", 1)]
-    assert most[0] == write.NEAREST_PARALLEL == 2
+    assert most[0] == engine.store.parallel_reads == 2
     for m, vec, hits in zip(inputs, vecs, found, strict=True):
         [alone] = await nearest_many(m.project, [vec], 4, ef_search=write.NEIGHBOUR_EF_SEARCH)
         assert hits == alone
