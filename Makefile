@@ -67,10 +67,15 @@ test-torch: $(TORCH_VENV)/bin/memlane
 screenshots: $(BIN)/memlane browser
 	$(BIN)/python -m memlane.bench.screenshots --output bench/results/ui
 
+# mypy reads the package through links named as it is imported (pyproject.toml [tool.mypy]).
+MYPY_TREE := build/mypy/memlane
+
 lint: $(BIN)/memlane
 	$(BIN)/ruff check server pipeline prompts bench tests
 	$(BIN)/ruff format --check server pipeline prompts bench tests
 	$(BIN)/lint-imports
+	@mkdir -p $(MYPY_TREE) && for part in pipeline server prompts bench; do ln -sfn ../../../$$part $(MYPY_TREE)/$$part; done
+	$(BIN)/mypy -p memlane.pipeline
 
 # Pages that restate the code (the configuration reference, the results tables rendered from
 # bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
