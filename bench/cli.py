@@ -87,7 +87,7 @@ def add_parser(sub: Any) -> None:
 def _benchmarks(b: argparse.ArgumentParser) -> None:
     bs = b.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
 
-    p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (shared/docs/EVAL.md protocol)")
+    p = bs.add_parser("locomo", help="retrieval recall@k on LoCoMo (the protocol: docs/benchmarks.md)")
     p.set_defaults(bench_run=_locomo)
     p.add_argument("data", metavar="DATA", help="directory of conversation files, one file, or locomo10.json")
     p.add_argument(
@@ -467,7 +467,9 @@ def _maintain(args, settings) -> int:
         print("memlane bench maintain: --memories must be positive and --every at least 2", file=sys.stderr)
         return 2
     result = aio.run(
-        maintainbench.run(settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet)
+        maintainbench.run(
+            settings, args.memories, every=args.every, seed=args.seed, show_progress=not args.quiet
+        )
     )
     _write(result, maintainbench.markdown(result), args)
     return 0

@@ -1,10 +1,10 @@
 """What every benchmark shares: a throw-away store, percentiles, the version and config snapshot.
 
-Each report must say exactly what was measured and on what (EVAL.md step 6), and every run must be
-repeatable, so the benchmarks never write into a user's memories: they get a fresh embedded
-database in a temporary directory, or, when the settings point at a database (``--data-dir``,
-``MEMLANE_DATA_DIR``, ``MEMLANE_DATABASE__URL``, a config file), projects named with a run id that
-are deleted afterwards.
+Each report must say exactly what was measured and on what (the evaluation protocol,
+docs/benchmarks.md), and every run must be repeatable, so the benchmarks never write into a user's
+memories: they get a fresh embedded database in a temporary directory, or, when the settings point
+at a database (``--data-dir``, ``MEMLANE_DATA_DIR``, ``MEMLANE_DATABASE__URL``, a config file),
+projects named with a run id that are deleted afterwards.
 """
 
 from __future__ import annotations

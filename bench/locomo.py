@@ -96,7 +96,7 @@ class MethodRun:
 
 
 def ranked_dia_ids(result, dias_by_id: dict[str, list[str]], depth: int = RECALL_LIMIT) -> list[str]:
-    """The ranked memories as dia ids, repeats dropped keeping the first position (EVAL.md step 4).
+    """The ranked memories as dia ids, repeats dropped keeping the first position (as the protocol says).
     A memory maps to its metadata's dia_id plus any identical turn the store deduplicated into it."""
     out: list[str] = []
     for cand in result.ranked:
@@ -318,11 +318,11 @@ async def ask_one(
     methods: list[Method],
     runs: dict,
     variants: dict | None = None,
-    tool_touch: bool | None = None,
+    count_accesses: bool | None = None,
 ) -> None:
     """One question, every method; records scores, wall time and per-stage ms per method. With
     ``variants`` (``adjustments.variants``), each scoring-adjustment variant re-scores the default
-    run's candidates, recorded as ``adjust:<name>``. ``tool_touch`` (the tool path): the default
+    run's candidates, recorded as ``adjust:<name>``. ``count_accesses`` (the tool path): the default
     method goes through the recall tool's code, counting accesses when True."""
     engine = ctx.engine
     req = RecallQuery.parse(
@@ -335,7 +335,7 @@ async def ask_one(
         },
     )
     for method in methods:
-        if method is DEFAULT and tool_touch is not None:
+        if method is DEFAULT and count_accesses is not None:
             # As the recall tool asks: its arguments, counting accesses when the tool would.
             t0 = time.perf_counter()
             result = await engine.recall(
@@ -344,7 +344,7 @@ async def ask_one(
                     "project": ing.project,
                     "limit": RECALL_LIMIT,
                     "reference_time": ing.conv.reference_time.isoformat(),
-                    "count_accesses": tool_touch,
+                    "count_accesses": count_accesses,
                 }
             )
             ms = (time.perf_counter() - t0) * 1000
@@ -381,7 +381,7 @@ async def ask_all(
     ablation: list[Method],
     show: bool,
     variants: dict | None = None,
-    tool_touch: bool | None = None,
+    count_accesses: bool | None = None,
 ) -> dict:
     methods = [DEFAULT] + [m for m in ablation if not _same_as_default(m)]
     runs = {m.name: MethodRun() for m in methods}
@@ -389,7 +389,7 @@ async def ask_all(
     with progress(total, "recall", show, unit="q") as bar:
         for ing in ingested:
             for q in ing.conv.questions:
-                await ask_one(ctx, ing, q, methods, runs, variants, tool_touch)
+                await ask_one(ctx, ing, q, methods, runs, variants, count_accesses)
                 bar.update(1)
     for m in ablation:  # methods identical to the default share its run
         runs.setdefault(m.name, runs[DEFAULT.name])
@@ -502,13 +502,13 @@ async def run(
         # the same questions once more: what access counting changes, and whether asking changes
         # the next answers.
         runs = await ask_all(
-            ctx, ingested, ablation, show_progress, table, tool_touch=False if tool else None
+            ctx, ingested, ablation, show_progress, table, count_accesses=False if tool else None
         )
         access_block = None
         if tool:
             untouched = runs[DEFAULT.name]
-            counted = (await ask_all(ctx, ingested, [], show_progress, tool_touch=True))[DEFAULT.name]
-            again = (await ask_all(ctx, ingested, [], show_progress, tool_touch=True))[DEFAULT.name]
+            counted = (await ask_all(ctx, ingested, [], show_progress, count_accesses=True))[DEFAULT.name]
+            again = (await ask_all(ctx, ingested, [], show_progress, count_accesses=True))[DEFAULT.name]
             runs[DEFAULT.name] = counted
             access_block = {
                 "counted": recall_block(counted.scores),

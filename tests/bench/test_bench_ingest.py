@@ -82,7 +82,9 @@ def test_locomo_ingest_variant_counts_what_ingest_kept_and_scores_lost_evidence_
 
 @pytest.mark.slow  # a whole benchmark run, end to end: make test-fast leaves it out
 def test_maintain_bench_purges_and_merges_what_was_planted(bench_settings, embedder, database_url):
-    report = asyncio.run(maintainbench.run(bench_settings, 60, every=10, embedder=embedder, show_progress=False))
+    report = asyncio.run(
+        maintainbench.run(bench_settings, 60, every=10, embedder=embedder, show_progress=False)
+    )
     store = report["store"]
     assert (store["stored"], store["planted_near_duplicates"], store["planted_expired"]) == (66, 6, 6)
     runs = report["runs"]
