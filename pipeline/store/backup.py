@@ -33,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memlane.pipeline.errors import InvalidInput, StoreError
 from memlane.pipeline.store import migrate as migrations
+from memlane.pipeline.store.base import one_row
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ def listed(data_dir: Path) -> list[Path]:
     folder = Path(data_dir).expanduser() / BACKUP_DIR
     if not folder.is_dir():
         return []
-    found = [p for p in folder.iterdir() if NAME_RE.fullmatch(p.name)]
-    return sorted(found, key=lambda p: NAME_RE.fullmatch(p.name).group(1))
+    found = [(p, named) for p in folder.iterdir() if (named := NAME_RE.fullmatch(p.name))]
+    return [p for p, _ in sorted(found, key=lambda pair: pair[1].group(1))]
 
 
 def prune(data_dir: Path, keep: int) -> list[Path]:
@@ -144,7 +145,7 @@ def _libpq(dsn: str) -> tuple[str, dict[str, str]]:
     password = params.pop("password", None)
     if password:
         env["PGPASSWORD"] = str(password)
-    return make_conninfo(**params), env
+    return make_conninfo("", **params), env
 
 
 async def _run(tool: Path, args: list[str], dsn: str | None = None) -> tuple[int, str]:
@@ -156,6 +157,7 @@ async def _run(tool: Path, args: list[str], dsn: str | None = None) -> tuple[int
         str(tool), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await proc.communicate()
+    assert proc.returncode is not None  # communicate() waited for the process to exit
     return proc.returncode, (err or out).decode(errors="replace").strip()
 
 
@@ -167,11 +169,12 @@ async def _read_state(conn: psycopg.AsyncConnection) -> tuple[int, dict[str, str
     counts: dict[str, int] = {}
     if present:
         cur = await conn.execute("SELECT " + ", ".join(f"(SELECT count(*) FROM {t})" for t in present))
-        counts = dict(zip(present, await cur.fetchone(), strict=True))
-    schema = settings = None
+        counts = dict(zip(present, await one_row(cur), strict=True))
+    schema: int | None = None
+    settings: dict[str, str] | None = None
     if "memlane_migrations" in counts:
         cur = await conn.execute("SELECT coalesce(max(version), 0) FROM memlane_migrations")
-        schema = (await cur.fetchone())[0]
+        schema = (await one_row(cur))[0]
     if "memlane_settings" in counts:
         cur = await conn.execute("SELECT key, value FROM memlane_settings")
         settings = dict(await cur.fetchall())
@@ -207,7 +210,7 @@ async def backup(
         # The transaction's snapshot, exported as its first statement: pg_dump imports it, so the
         # counts read here are the archive's rows exactly.
         cur = await conn.execute("SELECT pg_export_snapshot(), current_setting('server_version')")
-        snapshot, server_version = await cur.fetchone()
+        snapshot, server_version = await one_row(cur)
         schema, settings, counts = await _read_state(conn)
         if not counts:
             raise StoreError("the database holds no memlane store: nothing to back up")
@@ -267,7 +270,8 @@ async def is_empty(dsn: str) -> bool:
     """No table in the database's public schema (pgvector's extension alone is empty)."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         cur = await conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
-        return (await cur.fetchone())[0] == 0
+        empty: bool = (await one_row(cur))[0] == 0
+        return empty
 
 
 async def _drop_store(dsn: str) -> None:
@@ -344,7 +348,7 @@ def before_migrations(
 
     async def hook(conn: psycopg.AsyncConnection, current: int) -> None:
         cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM memories)")
-        if not (await cur.fetchone())[0]:
+        if not (await one_row(cur))[0]:
             return
         try:
             path, _ = await backup(dsn, data_dir=data_dir, bin_dir=bin_dir, compression=compression)

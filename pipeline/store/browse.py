@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.records import Memory
 from memlane.pipeline.request import Filters
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.filters import WHEN, where
 from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
 
@@ -85,7 +86,7 @@ def decode_cursor(cursor: str, sort: str) -> list[Any]:
         raise InvalidInput("cursor is not valid for this list: start again from the first page") from None
 
 
-class BrowseQueries:
+class BrowseQueries(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     async def browse(
@@ -110,10 +111,11 @@ class BrowseQueries:
         # ``before``: the page that ends just before a row, read backwards from it (the same index,
         # scanned the other way) and then put back in order.
         backward = before is not None
-        if cursor is not None or before is not None:
+        mark = cursor if cursor is not None else before
+        if mark is not None:
             # A row comparison in the sort's direction: every key sorts the same way, so one
             # comparison of tuples is exactly "after the cursor", and it matches the index order.
-            values = decode_cursor(cursor or before, sort)
+            values = decode_cursor(mark, sort)
             op = "<" if descending != backward else ">"
             conditions.append(
                 f"({', '.join(keys)}) {op} ({', '.join(f'%(k{i})s' for i in range(len(keys)))})"
@@ -139,7 +141,7 @@ class BrowseQueries:
         if backward:
             rows.reverse()
 
-        def key(row) -> str:
+        def key(row: dict[str, Any]) -> str:
             return encode_cursor([row[f"k{i}"] for i in range(len(keys))])
 
         if not rows:

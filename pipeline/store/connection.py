@@ -16,10 +16,10 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -29,6 +29,7 @@ from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreEr
 from memlane.pipeline.errors import database_reason as _why
 from memlane.pipeline.store import backup
 from memlane.pipeline.store import migrate as migrations
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.replicas import current_route
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,13 @@ _CONNECTION_ERRORS = (
 _TRANSIENT = ("starting up", "in recovery mode", "not yet accepting connections")
 
 
-def _json_loads(data: bytes):
+def _json_loads(data: str | bytes) -> Any:
     """json.loads, but an empty object (most memories' metadata) without the decoder: recall reads
     a hundred rows a question, and json.loads of b"{}" costs about 40 times this test."""
     return {} if data == b"{}" else json.loads(data)
 
 
-class Connections:
+class Connections(StorePart):
     """The store's connections: the pool and its recovery, the part of ``Store`` every other part's
     queries go through (``_connection()``)."""
 
@@ -98,8 +99,9 @@ class Connections:
         self._down = False
         self._recovery = asyncio.Lock()
         self._in_use = 0
-        self._answered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # conn -> monotonic
-        self._closing: set[asyncio.Task] = set()
+        self._answered: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float]
+        self._answered = weakref.WeakKeyDictionary()  # conn -> monotonic
+        self._closing: set[asyncio.Task[None]] = set()
         self._indexed: set[str] = set()  # projects known to have their vector index (vectors.py)
         self._below: dict[str, tuple[int, float]] = {}  # projects counted below it (vectors.py)
         self._unindexed: dict[str, float] = {}  # projects seen without their index (vectors.py)
@@ -396,7 +398,7 @@ class Connections:
         taken (never waits). Released when the block ends, or by PostgreSQL if the process dies."""
         async with self._connection() as conn:
             cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            [got] = await cur.fetchone()
+            [got] = await one_row(cur)
             try:
                 yield got
             finally:
@@ -407,26 +409,38 @@ class Connections:
 def restorable_backup(data_dir: Path, latest: int) -> Path | None:
     """The newest backup in ``DATA_DIR/backups`` (by the time in its name) of a schema no newer
     than ``latest``, or None."""
-    usable = [p for p in backup.listed(data_dir) if int(backup.NAME_RE.fullmatch(p.name).group(2)) <= latest]
+    usable = [
+        p
+        for p in backup.listed(data_dir)
+        if (named := backup.NAME_RE.fullmatch(p.name)) and int(named.group(2)) <= latest
+    ]
     return usable[-1] if usable else None
 
 
-def read_again_once(method):
+# A method of a part of Store (``self``: the part), and its parameters and result.
+_Self = TypeVar("_Self")
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_Method = Callable[Concatenate[_Self, _P], Awaitable[_T]]
+_Again = Callable[Concatenate[_Self, _P], Coroutine[Any, Any, _T]]
+
+
+def read_again_once(method: _Method[_Self, _P, _T]) -> _Again[_Self, _P, _T]:
     """Run a read again, once, when its connection was lost mid-call and the database is back: a
     read has no effect to duplicate, so the caller need not see the outage at all. Writes are not
     retried: one whose connection died may have committed, and its error says so."""
     return _again_once(method)
 
 
-def count_again_once(method):
+def count_again_once(method: _Method[_Self, _P, _T]) -> _Again[_Self, _P, _T]:
     """Run ``count_accesses``, a write whose only effect is counting accesses, again once like a read: if the
     lost call did commit, those accesses count twice, which only nudges a scoring adjustment."""
     return _again_once(method)
 
 
-def _again_once(method):
+def _again_once(method: _Method[_Self, _P, _T]) -> _Again[_Self, _P, _T]:
     @functools.wraps(method)
-    async def again(self, *args, **kwargs):
+    async def again(self: _Self, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return await method(self, *args, **kwargs)
         except ConnectionLost as e:

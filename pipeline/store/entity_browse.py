@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import NotFound
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.browse import decode_cursor, encode_cursor
 from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
 
@@ -62,7 +63,7 @@ _COUNTS = (
 CO_OCCURRENCE_SAMPLE = 2000
 
 
-class EntityBrowseQueries:
+class EntityBrowseQueries(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     async def project_entities(
@@ -70,7 +71,8 @@ class EntityBrowseQueries:
     ) -> EntityPage:
         """One page of a project's entities by name; ``q`` keeps those whose name contains it
         (case-insensitive), ``after`` is a page's ``next_cursor``."""
-        filters, params = ["e.project = %s"], [project]
+        filters = ["e.project = %s"]
+        params: list[Any] = [project]
         if q:
             filters.append("e.key LIKE %s")
             params.append(f"%{_like(q.lower())}%")
@@ -105,7 +107,8 @@ class EntityBrowseQueries:
         self, entity_id: int, *, cursor: str | None = None, limit: int = 20
     ) -> tuple[list[Memory], str | None]:
         """The memories that mention an entity, newest first, and the next page's cursor."""
-        filters, params = ["me.entity_id = %s"], [entity_id]
+        filters = ["me.entity_id = %s"]
+        params: list[Any] = [entity_id]
         if cursor is not None:
             filters.append("(m.created_at, m.id) < (%s, %s)")
             params.extend(decode_cursor(cursor, "created"))

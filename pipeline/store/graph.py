@@ -23,13 +23,16 @@ or after the graph tables were emptied):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
 
 from memlane.pipeline.entities import Entity, first_names, resolve_aliases
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.vectors import has_index, project_is
 
@@ -39,7 +42,7 @@ EXTRACTOR_VERSION = 1
 NEIGHBOUR_EF_SEARCH = 40
 
 
-async def neighbour_scan(conn, *, force_index: bool, ef_search: int | None) -> None:
+async def neighbour_scan(conn: psycopg.AsyncConnection, *, force_index: bool, ef_search: int | None) -> None:
     """Settings, for the transaction, of a LATERAL nearest-neighbour scan per vector: the HNSW index
     forced when ``force_index`` (PostgreSQL's planner would read and sort a project of a few
     thousand memories per vector instead, ~8x slower here), or sorting allowed again when not (the
@@ -157,7 +160,7 @@ async def write_links(
     conn: psycopg.AsyncConnection,
     items: list[LinkItem],
     settings: LinkSettings,
-    chain: list[tuple[UUID, UUID]] = (),
+    chain: Sequence[tuple[UUID, UUID]] = (),
 ) -> dict[str, int]:
     """Entities and links of these memories (already in ``memories``, on ``conn``'s transaction),
     and their ``memory_linked`` marks. Idempotent: links that exist are left as they are."""
@@ -246,14 +249,17 @@ async def unlink_content(conn: psycopg.AsyncConnection, memory_id: UUID) -> None
     )
 
 
-class GraphQueries:
+class GraphQueries(StorePart):
     """The graph's writes, and the reads that serve them (maintain, the LLM extractor). Mixed into
     Store; needs ``_connection()``."""
 
-    async def unlinked_ids(self, after: tuple | None, limit: int) -> list[tuple]:
+    async def unlinked_ids(
+        self, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[tuple[UUID, str, str, datetime]]:
         """Memories without a ``memory_linked`` mark, in (created_at, id) order after ``after`` (a
         (created_at, id) pair): (id, project, content, created_at)."""
-        clause, params = "", [limit]
+        clause = ""
+        params: list[Any] = [limit]
         if after is not None:
             clause, params = " AND (m.created_at, m.id) > (%s, %s)", [*after, limit]
         async with self._connection() as conn:
@@ -272,7 +278,8 @@ class GraphQueries:
                 "SELECT count(*) FROM memories m"
                 " WHERE NOT EXISTS (SELECT 1 FROM memory_linked l WHERE l.memory_id = m.id)"
             )
-            return (await cur.fetchone())[0]
+            count: int = (await one_row(cur))[0]
+            return count
 
     async def link_existing(self, items: list[LinkItem], settings: LinkSettings) -> dict[str, int]:
         """Entities and links for stored memories, in one transaction (maintain). A memory deleted
@@ -319,7 +326,8 @@ class GraphQueries:
                     "SELECT count(*) FROM memlane_entities e"
                     " WHERE NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)"
                 )
-                return (await cur.fetchone())[0]
+                orphans: int = (await one_row(cur))[0]
+                return orphans
             cur = await conn.execute(
                 "DELETE FROM memlane_entities e WHERE e.id IN (SELECT e2.id FROM memlane_entities e2"
                 " WHERE NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e2.id)"

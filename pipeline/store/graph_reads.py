@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import read_again_once
 
 EDGE_KINDS = ("relates_to", "next", "same_time", "causes")
@@ -28,7 +29,7 @@ class GraphRead:
     directions), the entities memories mention, or the members of entities."""
 
     what: Literal["edges", "mentions", "members"]
-    ids: tuple  # memory ids (edges, mentions) or entity ids (members)
+    ids: tuple[UUID, ...] | tuple[int, ...]  # memory ids (edges, mentions) or entity ids (members)
     kinds: tuple[str, ...] = ()  # edges: the link kinds
 
 
@@ -65,7 +66,7 @@ _READ_SQL = {
 }
 
 
-class GraphReadQueries:
+class GraphReadQueries(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     @read_again_once
@@ -87,14 +88,15 @@ class GraphReadQueries:
     @read_again_once
     async def graph_reads(
         self, reads: list[GraphRead], *, project: str = "", per_node: int = 50, count_up_to: int = 201
-    ) -> list[list[tuple]]:
+    ) -> list[list[tuple[Any, ...]]]:
         """Several reads of the graph arm in one statement (one round trip for a whole hop of every
         meta-path), each read's rows in its own shape: ``edges``
         (from, to, kind, weight), ``mentions`` (memory, entity, mentions), ``members`` (entity,
         memory, mentions). ``per_node``: links read per memory and members per entity; entity
         members are the live memories of ``project``; mentions are counted up to ``count_up_to``."""
-        out: list[list[tuple]] = [[] for _ in reads]
-        parts, params = [], {"project": project, "n": per_node, "cap": count_up_to}
+        out: list[list[tuple[Any, ...]]] = [[] for _ in reads]
+        parts: list[str] = []
+        params: dict[str, Any] = {"project": project, "n": per_node, "cap": count_up_to}
         for i, read in enumerate(reads):
             if read.ids:
                 params[f"ids{i}"], params[f"kinds{i}"] = list(read.ids), list(read.kinds)

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput, NotFound
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.validate import parse_id_prefix
 
@@ -52,8 +53,8 @@ def _common_hex(a: UUID, b: UUID | None) -> int:
     return n
 
 
-class HandleQueries:
-    """Mixed into Store; needs ``_pool()``."""
+class HandleQueries(StorePart):
+    """Mixed into Store; needs ``_connection()``."""
 
     @read_again_once
     async def handles(self, ids: list[UUID]) -> dict[UUID, str]:
@@ -70,7 +71,7 @@ class HandleQueries:
         async with self._connection() as conn:
             cur = await conn.execute(sql, (list(ids),), binary=True)
             rows = await cur.fetchall()
-        out = {}
+        out: dict[UUID, str] = {}
         for mid, prev, nxt in rows:
             digits = max(MIN_HANDLE_HEX, _common_hex(mid, prev) + 1, _common_hex(mid, nxt) + 1)
             out[mid] = handle_of(mid, min(digits, 32))
@@ -114,7 +115,8 @@ class HandleQueries:
                 f"id prefix {value!r} is ambiguous: {count} memories start with it: {listed}. "
                 "Give more digits of the id."
             )
-        return rows[0][0]
+        found: UUID = rows[0][0]
+        return found
 
 
 def _snippet(text: str, n: int = 60) -> str:

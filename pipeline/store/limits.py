@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from memlane.pipeline.store.base import StorePart, one_row
+
 # One statement per request: the bucket refilled by the time since its last request (by the
 # database's clock, the one every server shares), capped at the burst, then one token taken if a
 # whole one is there. The row lock orders concurrent requests of one token, whichever server they
@@ -21,7 +23,7 @@ _TAKE = (
 )
 
 
-class RateBuckets:
+class RateBuckets(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     async def take_rate_token(self, principal: str, per_minute: float, burst: int) -> float:
@@ -30,5 +32,5 @@ class RateBuckets:
         rate = per_minute / 60.0
         async with self._connection() as conn:
             cur = await conn.execute(_TAKE, {"principal": principal, "burst": float(burst), "rate": rate})
-            admitted, tokens = await cur.fetchone()
+            admitted, tokens = await one_row(cur)
         return 0.0 if admitted else (1.0 - tokens) / rate

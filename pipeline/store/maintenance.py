@@ -3,6 +3,7 @@ merge tasks. Mixed into ``Store``; every query goes through ``Store._connection(
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from memlane.pipeline.providers.embedding.base import unit_rows
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.pipeline.store.vectors import project_is
@@ -55,7 +58,7 @@ def _exact_nearest(
     return out
 
 
-class MaintenanceQueries:
+class MaintenanceQueries(StorePart):
     async def nearest_many(
         self, project: str, embeddings: list[list[float]], k: int, *, ef_search: int | None = None
     ) -> list[list[tuple[UUID, float]]]:
@@ -110,7 +113,8 @@ class MaintenanceQueries:
     async def count_expired(self) -> int:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT count(*) FROM memories WHERE expires_at <= now()")
-            return (await cur.fetchone())[0]
+            count: int = (await one_row(cur))[0]
+            return count
 
     async def purge_expired(self, batch: int) -> int:
         """Delete up to ``batch`` memories past their ``expires_at``; returns how many. Rows another
@@ -150,13 +154,15 @@ class MaintenanceQueries:
     async def count_embedded(self) -> int:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
-            return (await cur.fetchone())[0]
+            count: int = (await one_row(cur))[0]
+            return count
 
     async def merge_probes(self, after: tuple[datetime, UUID] | None, batch: int, k: int) -> list[MergeProbe]:
         """The next ``batch`` memories in (created_at, id) order after ``after``, each with its ``k``
         nearest neighbours in its project: one statement per project of the batch, which names it
         (its vector index serves only a query that does, store/vectors.py)."""
-        where, params = "", []
+        where = ""
+        params: list[Any] = []
         if after is not None:
             where = "AND (created_at, id) > (%s, %s)"
             params = list(after)
@@ -169,7 +175,7 @@ class MaintenanceQueries:
             by_project: dict[str, list[UUID]] = {}
             for mid, project in await cur.fetchall():
                 by_project.setdefault(project, []).append(mid)
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for project, ids in by_project.items():
                 indexed = await self.is_indexed(conn, project)
                 await neighbour_scan(conn, force_index=indexed, ef_search=NEIGHBOUR_EF_SEARCH)
@@ -196,7 +202,7 @@ class MaintenanceQueries:
         return list(probes.values())
 
     async def merge_memories(
-        self, survivor: UUID, merged: list[UUID], provenance: Any
+        self, survivor: UUID, merged: list[UUID], provenance: Callable[[list[Memory]], list[dict[str, Any]]]
     ) -> dict[str, Any] | None:
         """Merge ``merged`` into ``survivor`` in one transaction: the survivor keeps its id, content
         and dates, gains the union of tags, the highest priority, pinned if any was, the latest expiry
@@ -215,8 +221,8 @@ class MaintenanceQueries:
                 return None
             group = [keep, *gone]
             tags = list(dict.fromkeys(t for m in group for t in m.tags))
-            expiries = [m.expires_at for m in group]
-            expires = None if any(e is None for e in expiries) else max(expiries)
+            expiries = [m.expires_at for m in group if m.expires_at is not None]
+            expires = max(expiries) if len(expiries) == len(group) else None  # none if any had none
             metadata = dict(keep.metadata)
             metadata["merged_from"] = [*metadata.get("merged_from", []), *provenance(gone)]
             await conn.execute(

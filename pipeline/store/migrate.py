@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 
 import psycopg
 
 from memlane.pipeline.errors import StoreError
+from memlane.pipeline.store.base import one_row
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def latest_version() -> int:
 
 
 @asynccontextmanager
-async def schema_lock(conn: psycopg.AsyncConnection):
+async def schema_lock(conn: psycopg.AsyncConnection) -> AsyncIterator[psycopg.AsyncConnection]:
     """Hold the advisory lock that serialises every schema change (migrations, the vector column)."""
     await conn.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
     try:
@@ -62,7 +63,8 @@ async def migrate(
             " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
         )
         cur = await conn.execute("SELECT coalesce(max(version), 0) FROM memlane_migrations")
-        current = first = (await cur.fetchone())[0]
+        current: int = (await one_row(cur))[0]
+        first = current
         if before is not None and 0 < current < latest_version():
             await before(conn, current)
         for version, name, sql in available():
@@ -101,7 +103,7 @@ async def ensure_vector(conn: psycopg.AsyncConnection) -> None:
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.errors.InsufficientPrivilege as e:
             cur = await conn.execute("SELECT current_database(), current_user")
-            db, user = await cur.fetchone()
+            db, user = await one_row(cur)
             raise StoreError(
                 f"the pgvector extension is not enabled in database {db!r}, and role {user!r} may not "
                 f"create it ({e.diag.message_primary or e}). Ask a superuser (or your provider's admin "
@@ -111,7 +113,7 @@ async def ensure_vector(conn: psycopg.AsyncConnection) -> None:
         cur = await conn.execute(
             "SELECT extversion, current_database() FROM pg_extension WHERE extname = 'vector'"
         )
-        row = await cur.fetchone()
+        row = await one_row(cur)  # created just now
     version, db = row
     if _version(version) < PGVECTOR_MIN:
         raise StoreError(

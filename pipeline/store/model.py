@@ -11,12 +11,13 @@ import psycopg
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.store import migrate as migrations
 from memlane.pipeline.store import vectors
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.connection import read_again_once
 
 log = logging.getLogger(__name__)
 
 
-class ModelSettings:
+class ModelSettings(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     @read_again_once
@@ -24,7 +25,8 @@ class ModelSettings:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT value FROM memlane_settings WHERE key = %s", (key,))
             row = await cur.fetchone()
-            return row[0] if row else None
+            value: str | None = row[0] if row else None
+            return value
 
     async def ensure_model(self, model_id: str, dim: int, same: Collection[str] = ()) -> None:
         """Record the embedding model on first use; refuse a different one against stored vectors.
@@ -34,7 +36,7 @@ class ModelSettings:
             cur = await conn.execute(
                 "SELECT key, value FROM memlane_settings WHERE key IN ('embedding_model', 'embedding_dim')"
             )
-            have = dict(await cur.fetchall())
+            have: dict[str, str] = dict(await cur.fetchall())
             accepted = {model_id, *same}
             if have.get("embedding_model") in accepted and have.get("embedding_dim") == str(dim):
                 async with conn.transaction():
@@ -43,7 +45,7 @@ class ModelSettings:
                 return
             if have:
                 cur = await conn.execute("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")
-                (n,) = await cur.fetchone()
+                (n,) = await one_row(cur)
                 if n:
                     raise ModelMismatch(
                         f"the store holds {n} memories embedded with {have.get('embedding_model')} "

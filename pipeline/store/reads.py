@@ -3,6 +3,7 @@ counts ``stats`` shows, the server's versions, and a bare nearest-neighbour quer
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -12,12 +13,13 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import NotFound
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.pipeline.store.vectors import project_is
 
 
-class Reads:
+class Reads(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     @read_again_once
@@ -29,7 +31,7 @@ class Reads:
             (memory_id,),
         )
 
-    async def _one(self, sql: str, params: tuple) -> Memory:
+    async def _one(self, sql: str, params: tuple[Any, ...]) -> Memory:
         """Run a statement that returns the row of the memory whose id is the last parameter."""
         async with self._connection() as conn:
             cur = await conn.cursor(row_factory=dict_row).execute(sql, params)
@@ -40,12 +42,13 @@ class Reads:
 
     async def iter_memories(
         self, project: str | None = None, batch: int = 500, missing_embedding: bool = False
-    ):
+    ) -> AsyncIterator[list[Memory]]:
         """Every memory (optionally of one project, or only those without a vector), oldest first, in
         batches; for export and reembed. Keyset paging, so rows updated meanwhile are not seen twice."""
         last: tuple[datetime, UUID] | None = None
         while True:
-            clauses, params = ["embedding IS NULL"] if missing_embedding else [], []
+            clauses = ["embedding IS NULL"] if missing_embedding else []
+            params: list[Any] = []
             if project is not None:
                 clauses.append("project = %s")
                 params.append(project)
@@ -83,7 +86,7 @@ class Reads:
                 "SELECT current_setting('server_version'),"
                 " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
             )
-            postgres, pgvector = await cur.fetchone()
+            postgres, pgvector = await one_row(cur)
         return {"postgres": postgres, "pgvector": pgvector}
 
     @read_again_once
@@ -96,12 +99,12 @@ class Reads:
             )
             per_project = {p: n for p, n in await cur.fetchall()}
             cur = await conn.execute("SELECT key, value FROM memlane_settings")
-            settings = dict(await cur.fetchall())
+            settings: dict[str, str] = dict(await cur.fetchall())
             cur = await conn.execute(
                 f"SELECT count(*) FROM memories {scope} {'AND' if scope else 'WHERE'} embedding IS NULL",
                 params,
             )
-            (missing,) = await cur.fetchone()
+            (missing,) = await one_row(cur)
         return {
             "memories": sum(per_project.values()),
             "projects": per_project,

@@ -36,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from memlane.pipeline.errors import database_reason as _why
+from memlane.pipeline.store.base import StorePart, one_row
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,15 @@ class ReadRoute:
         replica itself is gone (not just this query), so later recalls skip it for a while."""
         if not self.failed:
             self.failed = True
-            log.warning("recall on replica %s failed (%s): reading the primary", self.replica.name, why)
+            replica = self._replica()
+            log.warning("recall on replica %s failed (%s): reading the primary", replica.name, why)
             if down:
-                self.replica.mark_down(why)
+                replica.mark_down(why)
+
+    def _replica(self) -> Replica:
+        """The replica of a route that reads one: ``Replicas.route`` gives every such route its replica."""
+        assert self.replica is not None, "a route without a replica reads the primary"
+        return self.replica
 
     def fell_back(self) -> None:
         self.read_from = "primary"
@@ -132,7 +139,8 @@ class ReadRoute:
         """A connection of the route's replica; any failure of the replica raises ReplicaLost."""
         if self.failed:
             raise ReplicaLost("the replica already failed in this recall")
-        pool = self.replica.pool
+        replica = self._replica()
+        pool = replica.pool
         if pool is None:
             self.fail("marked down", down=False)
             raise ReplicaLost("the replica is down")
@@ -141,10 +149,10 @@ class ReadRoute:
         except (PoolTimeout, PoolClosed) as e:
             # Every connection in use is a busy replica, which stays in the rotation; fewer means
             # it cannot connect.
-            busy = isinstance(e, PoolTimeout) and self.replica.in_use >= pool.max_size
+            busy = isinstance(e, PoolTimeout) and replica.in_use >= pool.max_size
             self.fail(f"no connection within {ACQUIRE_S} s" + (" (all busy)" if busy else ""), down=not busy)
             raise ReplicaLost("no replica connection") from e
-        self.replica.in_use += 1
+        replica.in_use += 1
         try:
             yield conn
         except psycopg.Error as e:
@@ -157,7 +165,7 @@ class ReadRoute:
             self.fail(_why(e), down=conn.broken or conn.closed)
             raise ReplicaLost(_why(e)) from e
         finally:
-            self.replica.in_use -= 1
+            replica.in_use -= 1
             await pool.putconn(conn)
 
 
@@ -167,11 +175,11 @@ def current_route() -> ReadRoute | None:
     return route if route is not None and route.read_from == "replica" else None
 
 
-def routed(route: ReadRoute | None) -> Token:
+def routed(route: ReadRoute | None) -> Token[ReadRoute | None]:
     return _ROUTE.set(route)
 
 
-def unrouted(token: Token) -> None:
+def unrouted(token: Token[ReadRoute | None]) -> None:
     _ROUTE.reset(token)
 
 
@@ -197,8 +205,8 @@ class Replica:
         self.in_use = 0  # connections recalls hold now (a pool timeout with all in use: busy, not down)
         self.down_until = 0.0
         self.why_down: str | None = "not probed yet"
-        self._probing: asyncio.Task | None = None
-        self._closing: set[asyncio.Task] = set()
+        self._probing: asyncio.Task[bool] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def usable(self) -> bool:
@@ -250,7 +258,7 @@ class Replica:
                 cur = await conn.execute(
                     "SELECT pg_is_in_recovery(), (SELECT coalesce(max(version), 0) FROM memlane_migrations)"
                 )
-                recovering, version = await cur.fetchone()
+                recovering, version = await one_row(cur)
         except psycopg.errors.UndefinedTable:
             return f"{_BEHIND}: no memlane schema there yet"
         except psycopg.Error as e:
@@ -397,7 +405,7 @@ class Replicas:
         target = format_lsn(lsn)
         while True:
             cur = await conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,))
-            [done] = await cur.fetchone()
+            [done] = await one_row(cur)
             if done:  # NULL (not replaying: promoted meanwhile) counts as behind
                 return True
             left = deadline - time.monotonic()
@@ -420,7 +428,7 @@ class Replicas:
                             "SELECT pg_last_wal_replay_lsn()::text,"
                             " extract(epoch FROM now() - pg_last_xact_replay_timestamp())"
                         )
-                        replayed, behind_s = await cur.fetchone()
+                        replayed, behind_s = await one_row(cur)
                     if replayed is not None and primary_lsn is not None:
                         row["lag_bytes"] = max(primary_lsn - parse_lsn(replayed), 0)
                     if behind_s is not None:
@@ -431,7 +439,7 @@ class Replicas:
         return out
 
 
-class WriteMarks:
+class WriteMarks(StorePart):
     """Mixed into Store; needs ``_connection()``. The callers' write positions (migration 0011),
     always on the primary: ``Replicas.route`` reads them before it routes the recall."""
 
@@ -439,7 +447,7 @@ class WriteMarks:
         """The primary's current WAL write position (``pg_current_wal_lsn()``), as text."""
         async with self._connection() as conn:
             cur = await conn.execute("SELECT pg_current_wal_lsn()::text")
-            [lsn] = await cur.fetchone()
+            lsn: str = (await one_row(cur))[0]
         return lsn
 
     async def mark_write(self, caller: str, prune_older_s: float | None = None) -> str:
@@ -453,7 +461,7 @@ class WriteMarks:
                 " RETURNING lsn::text",
                 (caller,),
             )
-            [lsn] = await cur.fetchone()
+            lsn: str = (await one_row(cur))[0]
             if prune_older_s is not None:
                 await conn.execute(
                     "DELETE FROM memlane_write_marks WHERE written_at < now() - make_interval(secs => %s)",
@@ -466,4 +474,5 @@ class WriteMarks:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT lsn::text FROM memlane_write_marks WHERE caller = %s", (caller,))
             row = await cur.fetchone()
-        return row[0] if row else None
+        mark: str | None = row[0] if row else None
+        return mark

@@ -107,6 +107,9 @@ _MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 if _MEMORY_FIELDS[:MEMORY_WIDTH] != MEMORY_NAMES:  # the mapping below is by position
     raise TypeError(f"Memory's first fields must be the read columns {MEMORY_NAMES}; got {_MEMORY_FIELDS}")
 _DECODERS = tuple(c.decode for c in READ)
+# ``Memory`` called with the read columns' values as a list, then its other fields by name: mypy,
+# not knowing that the list holds only the columns' values, would take those names for duplicates.
+_new_memory: Callable[..., Memory] = Memory
 
 # The batch INSERT: one array parameter per written column, unnested together (``Writes.insert``).
 INSERT = (
@@ -130,7 +133,7 @@ def values_to_memory(v: Any, access: tuple[int | None, Any] | None = None) -> Me
     """A memory from MEMORY_COLUMNS' values in their order (a tuple row: the recall path reads a
     hundred rows a statement, and a dict per row cost as much as the mapping). ``access``: the
     access statistics read with it (``ACCESS_COLUMNS``), or None when they were not read."""
-    return Memory(
+    return _new_memory(
         *[x if decode is None else decode(x) for decode, x in zip(_DECODERS, v, strict=False)],
         access_count=(access[0] or 0) if access is not None else 0,
         last_accessed_at=access[1] if access is not None else None,
@@ -182,19 +185,23 @@ class StoredRow:
 
     @property
     def source(self) -> str | None:
-        return self.values["source"]
+        source: str | None = self.values["source"]
+        return source
 
     @property
     def position(self) -> int | None:
-        return self.values["position"]
+        position: int | None = self.values["position"]
+        return position
 
     @property
     def occurred_at(self) -> datetime | None:
-        return self.values["occurred_at"]
+        occurred_at: datetime | None = self.values["occurred_at"]
+        return occurred_at
 
     @property
     def embedding(self) -> list[float]:
-        return self.values["embedding"]
+        embedding: list[float] = self.values["embedding"]
+        return embedding
 
     def at(self, position: int) -> StoredRow:
         """The same row at ``position`` of its source."""

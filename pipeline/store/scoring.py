@@ -11,7 +11,9 @@ from datetime import datetime
 from uuid import UUID
 
 import numpy as np
+import numpy.typing as npt
 
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import read_again_once
 
 # A category's centroid is the mean of at most this many of its memories (the first the (project,
@@ -24,8 +26,12 @@ PROJECT_CATEGORIES = 256
 
 log = logging.getLogger(__name__)
 
+Centroid = npt.NDArray[np.float32]
+# A cached centroid: (monotonic time read, its category's version, the unit centroid or None).
+_Cached = tuple[float, str, Centroid | None]
 
-class ScoringQueries:
+
+class ScoringQueries(StorePart):
     @read_again_once
     async def access_stats(self, ids: list[UUID]) -> dict[UUID, tuple[int, datetime | None]]:
         """(access_count, last_accessed_at) of the memories that have any; the others were never
@@ -46,7 +52,7 @@ class ScoringQueries:
         *,
         max_age_s: float = 0.0,
         versions: dict[tuple[str, str], str] | None = None,
-    ) -> dict[tuple[str, str], np.ndarray]:
+    ) -> dict[tuple[str, str], Centroid]:
         """The mean embedding (pgvector ``avg``) of each (project, category), over at most
         ``CENTROID_SAMPLE`` of its memories, normalised to unit length; pairs without an embedded
         memory are left out. The (project, category) index keeps this to the categories' own rows.
@@ -67,7 +73,7 @@ class ScoringQueries:
         cache = self._centroid_cache()
         now = time.monotonic()
         wanted = list(dict.fromkeys(pairs))
-        have = {}
+        have: dict[tuple[str, str], _Cached] = {}
         if max_age_s > 0:
             have = {pair: cache[pair] for pair in wanted if _fresh(cache.get(pair), now, max_age_s)}
         versions = versions or {}
@@ -81,8 +87,8 @@ class ScoringQueries:
         return {pair: vec for pair, vec in found.items() if vec is not None}
 
     async def _read_centroids(
-        self, pairs: list[tuple[str, str]], now: float, have: dict | None = None
-    ) -> dict[tuple[str, str], np.ndarray | None]:
+        self, pairs: list[tuple[str, str]], now: float, have: dict[tuple[str, str], _Cached] | None = None
+    ) -> dict[tuple[str, str], Centroid | None]:
         """Each pair's centroid: ``have``'s cached one while its version is current, else read."""
         have = have or {}
         async with self._connection() as conn:
@@ -97,7 +103,7 @@ class ScoringQueries:
                 binary=True,
             )
             rows = await cur.fetchall()
-        found: dict[tuple[str, str], np.ndarray | None] = {}
+        found: dict[tuple[str, str], Centroid | None] = {}
         cache = self._centroid_cache()
         if len(cache) > 4096:  # bounded: drop everything rather than track an LRU for a 60 s cache
             cache.clear()
@@ -118,7 +124,7 @@ class ScoringQueries:
     def _fill_centroids(self, project: str, max_age_s: float) -> None:
         """Read, in the background, the centroids of the project's categories not cached (one fill
         per project at a time; a failure only leaves them uncached)."""
-        filling: dict = self.__dict__.setdefault("_filling", {})
+        filling: dict[str, asyncio.Future[None]] = self.__dict__.setdefault("_filling", {})
         if project in filling:
             return
 
@@ -144,9 +150,10 @@ class ScoringQueries:
 
         filling[project] = asyncio.ensure_future(fill())
 
-    def _centroid_cache(self) -> dict:
+    def _centroid_cache(self) -> dict[tuple[str, str], _Cached]:
         """(project, category) -> (monotonic time read, version, unit centroid or None), process-wide."""
-        return self.__dict__.setdefault("_centroids", {})
+        cache: dict[tuple[str, str], _Cached] = self.__dict__.setdefault("_centroids", {})
+        return cache
 
     def cancel_background_reads(self) -> None:
         for task in list(self.__dict__.get("_filling", {}).values()):
@@ -174,7 +181,7 @@ _CENTROIDS_SQL = (
 )
 
 
-def _fresh(hit, now: float, max_age_s: float) -> bool:
+def _fresh(hit: _Cached | None, now: float, max_age_s: float) -> bool:
     return hit is not None and now - hit[0] <= max_age_s
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.errors import ModelMismatch
 from memlane.pipeline.records import Memory
 from memlane.pipeline.request import Filters
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.filters import where as filters_where
 from memlane.pipeline.store.handles import HANDLE8_UNIQUE
@@ -222,7 +224,7 @@ def _raise_if_mismatch(e: psycopg.errors.DataException) -> None:
         ) from e
 
 
-class SearchQueries:
+class SearchQueries(StorePart):
     """Mixed into Store; needs ``_connection()`` and the module's row mapping."""
 
     @staticmethod
@@ -273,7 +275,7 @@ class SearchQueries:
             except psycopg.errors.DataException as e:
                 _raise_if_mismatch(e)
                 raise
-            ids, scores, lexemes, idfs, avgdl, tsquery, postings, capped = await cur.fetchone()
+            ids, scores, lexemes, idfs, avgdl, tsquery, postings, capped = await one_row(cur)
         terms = None
         if spec.reads_lexemes:
             terms = QueryTerms(
@@ -359,7 +361,7 @@ class SearchQueries:
         text: str,
         embedding: list[float] | None,
         filters: Filters,
-        ranges: list[tuple[Any, Any]],
+        ranges: list[tuple[datetime | None, datetime | None]],
         k: int,
         max_scan: int,
         bounds: KeywordBounds = KeywordBounds(),

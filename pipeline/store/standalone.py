@@ -17,6 +17,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 SUPERUSER = "postgres"
@@ -28,7 +29,8 @@ START_TIMEOUT_S = 120
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def bin_dir() -> Path:
@@ -166,7 +168,7 @@ class StandalonePostgres:
     def __enter__(self) -> StandalonePostgres:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- connecting -------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ class StandalonePostgres:
             f"postgresql://{quote(role)}:{quote(password, safe='')}@127.0.0.1:{self.port}/{quote(database)}"
         )
 
-    def execute(self, sql: str, *, database: str = "postgres") -> list[tuple]:
+    def execute(self, sql: str, *, database: str = "postgres") -> list[tuple[Any, ...]]:
         """Run statements as the superuser (autocommit: CREATE DATABASE cannot run in a transaction)."""
         import psycopg
 

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import numpy as np
+import numpy.typing as npt
 import psycopg
+from pgvector import Vector
 from psycopg.types.json import Jsonb
 
+from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.connection import read_again_once
 from memlane.pipeline.store.vectors import project_is
 
+# (project, topic name) -> [the sum of its new members' vectors, their number, its key terms]: what
+# ``add_to_sums`` counts and ``upsert_topic_sums`` adds to the stored topics.
+TopicSums = dict[tuple[str, str], list[Any]]
 
-async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: dict[tuple[str, str], list]) -> None:
+
+async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: TopicSums) -> None:
     """Add ``{(project, name): [vector sum, members, key terms]}`` to the automatic topics, creating
     the new ones: one statement, sorted so that concurrent writers lock topic rows in one order."""
     if not sums:
@@ -37,7 +45,12 @@ async def upsert_topic_sums(conn: psycopg.AsyncConnection, sums: dict[tuple[str,
     )
 
 
-def add_to_sums(sums: dict[tuple[str, str], list], project: str, vec, topics) -> None:
+def add_to_sums(
+    sums: TopicSums,
+    project: str,
+    vec: Sequence[float] | npt.NDArray[np.float32] | Vector,
+    topics: Iterable[tuple[str, Iterable[str]]],
+) -> None:
     """Count one memory's embedding into the topics it joined (``((name, key terms), ...)``)."""
     v = np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
     for name, terms in topics:
@@ -46,7 +59,7 @@ def add_to_sums(sums: dict[tuple[str, str], list], project: str, vec, topics) ->
         entry[1] += 1
 
 
-class TopicQueries:
+class TopicQueries(StorePart):
     """Needs ``_connection()`` (Store)."""
 
     @read_again_once
@@ -64,7 +77,8 @@ class TopicQueries:
     async def count_unassigned(self) -> int:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT count(*) FROM memories WHERE topics IS NULL")
-            return (await cur.fetchone())[0]
+            count: int = (await one_row(cur))[0]
+            return count
 
     async def unassigned(self, after: UUID | None, batch: int) -> list[dict[str, Any]]:
         """Memories without topics, by id: id, project, content, category, fact_type, embedding."""
@@ -78,7 +92,7 @@ class TopicQueries:
             return [dict(zip(cols, r, strict=True)) for r in await cur.fetchall()]
 
     async def assign_topics(
-        self, updates: list[tuple[UUID, list[str], str, str | None]], sums: dict[tuple[str, str], list]
+        self, updates: list[tuple[UUID, list[str], str, str | None]], sums: TopicSums
     ) -> int:
         """Set (id, topics, fact type, category or None to keep it) and add to the topics' centroids,
         in one transaction. Only rows still without topics change (a concurrent run did the rest)."""
@@ -121,7 +135,7 @@ class TopicQueries:
             cur = await conn.execute(
                 "SELECT count(*) FROM memories WHERE project = %s AND category = %s", (project, category)
             )
-            (n,) = await cur.fetchone()
+            (n,) = await one_row(cur)
             cur = await conn.execute(
                 "SELECT content FROM memories WHERE project = %s AND category = %s"
                 " ORDER BY created_at DESC, id LIMIT %s",

@@ -38,6 +38,8 @@ import time
 import psycopg
 from psycopg import sql
 
+from memlane.pipeline.store.base import StorePart, one_row
+
 log = logging.getLogger(__name__)
 
 PROJECT_INDEX_MIN = 1000
@@ -123,7 +125,7 @@ async def replace_global_index(conn: psycopg.AsyncConnection) -> bool:
     memories instead of the index over all of them. On ``conn``'s transaction; False if there was
     nothing to replace."""
     cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (GLOBAL_INDEX,))
-    if not (await cur.fetchone())[0]:
+    if not (await one_row(cur))[0]:
         return False
     cur = await conn.execute(
         "SELECT project FROM memories GROUP BY project HAVING count(*) >= %s ORDER BY project",
@@ -140,7 +142,7 @@ async def replace_global_index(conn: psycopg.AsyncConnection) -> bool:
     return True
 
 
-class VectorIndexQueries:
+class VectorIndexQueries(StorePart):
     """Mixed into Store; needs ``_connection()``."""
 
     _indexed: set[str]

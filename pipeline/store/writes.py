@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator, Collection
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -13,6 +14,7 @@ from psycopg.rows import dict_row
 
 from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
 from memlane.pipeline.records import Memory
+from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import count_again_once
 from memlane.pipeline.store.graph import LinkPlanner, unlink_content, write_links
 from memlane.pipeline.store.rows import (
@@ -24,16 +26,16 @@ from memlane.pipeline.store.rows import (
     row_to_memory,
     update_param,
 )
-from memlane.pipeline.store.topics import add_to_sums, upsert_topic_sums
+from memlane.pipeline.store.topics import TopicSums, add_to_sums, upsert_topic_sums
 from memlane.pipeline.validate import content_hash
 
 # pg_advisory_xact_lock(class, hashtext(project)): the writes of one project take turns (see _serialise_writes).
 WRITE_LOCK_CLASS = 0x6D6C77
 
 
-class Writes:
+class Writes(StorePart):
     """Mixed into Store; needs ``_connection()``, ``_check_model`` (model.py), ``index_projects``
-    (vectors.py) and ``get``/``_one`` (reads.py)."""
+    (vectors.py) and ``get`` (reads.py)."""
 
     async def insert(
         self,
@@ -95,9 +97,9 @@ class Writes:
                     placed[i] = r
                 await self._insert_part(conn, rows, ids)
                 part = await anext(parts, None)
-            if any(r is None for r in placed):
+            batch = [r for r in placed if r is not None]
+            if len(batch) != n:
                 raise StoreError("a batch was stored without all of its rows; nothing was stored")
-            batch: list[StoredRow] = placed  # type: ignore[assignment]
             if any(r.auto_topics for r in batch):
                 await self._add_to_topics(conn, batch, ids)
             out: list[tuple[UUID, bool]] = []
@@ -152,7 +154,7 @@ class Writes:
     ) -> None:
         """Add the embeddings of the rows this batch created (not its duplicates) to the centroids
         of the automatic topics they joined, creating the new ones: one UPSERT."""
-        sums: dict[tuple[str, str], list] = {}
+        sums: TopicSums = {}
         seen: set[tuple[str, str]] = set()
         for r in rows:
             key = (r.project, r.content_hash)
@@ -250,14 +252,16 @@ class Writes:
                 await self._check_model(conn, model_id)
             fields = dict(fields)
             if "content" in fields or "occurred_at" in fields:
-                cur = await conn.execute(
+                locked = await conn.execute(
                     "SELECT content, occurred_at FROM memories WHERE id = %s FOR NO KEY UPDATE", (memory_id,)
                 )
-                row = await cur.fetchone()
-                if row is None:
+                old = await locked.fetchone()
+                if old is None:
                     raise NotFound(f"no memory has id {memory_id}")
+                old_content: str = old[0]
+                old_occurred_at: datetime | None = old[1]
                 fields["content_hash"] = content_hash(
-                    fields.get("content", row[0]), fields.get("occurred_at", row[1])
+                    fields.get("content", old_content), fields.get("occurred_at", old_occurred_at)
                 )
             sets = [f"{k} = %s" for k in fields]
             params = [update_param(k, v) for k, v in fields.items()]
