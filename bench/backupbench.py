@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from memlane.bench.common import bench_engine, config_snapshot, progress, versions
+from memlane.bench.common import admin_connection, bench_engine, config_snapshot, progress, versions
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.store import backup as backups
 from memlane.pipeline.store import vectors
@@ -41,7 +41,7 @@ def _rows(n: int, projects: int, dim: int, seed: int):
 async def build(engine, n: int, projects: int, seed: int, show: bool) -> dict[str, Any]:
     dim = engine.embedder.dim
     started = time.perf_counter()
-    async with engine.store._connection() as conn:
+    async with admin_connection(engine.store) as conn:
         async with conn.cursor() as cur:
             copy_sql = (
                 "COPY memories (project, content, content_hash, embedding) FROM STDIN WITH (FORMAT BINARY)"
@@ -54,11 +54,10 @@ async def build(engine, n: int, projects: int, seed: int, show: bool) -> dict[st
                         if k % 1000 == 999:
                             bar.update(1000)
     copied = time.perf_counter() - started
-    async with engine.store._connection() as conn:
+    async with admin_connection(engine.store) as conn:
         for p in range(projects):
             await vectors.create_index(conn, f"p{p}")
-        cur = await conn.execute("SELECT pg_database_size(current_database())")
-        size = (await cur.fetchone())[0]
+    size = await engine.store.database_size()
     return {
         "memories": n,
         "projects": projects,
@@ -74,7 +73,7 @@ async def run(memories: int, *, runs: int = 3, projects: int = 10, seed: int = 7
     async with bench_engine(config) as ctx:
         engine = ctx.engine
         store = await build(engine, memories, projects, seed, show_progress)
-        dsn = engine.store._dsn
+        dsn = engine.store.dsn
         compression = engine.config.backup.compression
         measured = []
         for k in range(runs):
@@ -82,7 +81,7 @@ async def run(memories: int, *, runs: int = 3, projects: int = 10, seed: int = 7
             path, manifest = await backups.backup(dsn, ctx.temp_dir / f"run{k}.dump", compression=compression)
             backup_s = time.perf_counter() - t0
             name = "restore_" + uuid.uuid4().hex[:8]
-            async with engine.store._connection() as conn:
+            async with admin_connection(engine.store) as conn:
                 await conn.execute(f'CREATE DATABASE "{name}"')
             base, _, query = dsn.partition("?")
             target = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
@@ -97,7 +96,7 @@ async def run(memories: int, *, runs: int = 3, projects: int = 10, seed: int = 7
             )
             path.unlink()
             backups.manifest_path(path).unlink()
-            async with engine.store._connection() as conn:
+            async with admin_connection(engine.store) as conn:
                 await conn.execute(f'DROP DATABASE "{name}"')
         cfg = config_snapshot(ctx, memories=memories, runs=runs, projects=projects, seed=seed)
         vers = await versions(engine)

@@ -22,12 +22,17 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.config import EngineConfig, masked_dump
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.records import Recalled
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from memlane.pipeline.store import Store
 
 PACKAGES = (
     "memlane",
@@ -118,6 +123,25 @@ async def bench_engine(settings, *, embedder=None) -> AsyncIterator[BenchContext
             if temp_dir is not None:
                 stop_embedded(temp_dir)
                 shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@asynccontextmanager
+async def admin_connection(
+    store: Store, *, autocommit: bool = True
+) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A connection of the benchmark's own to the store's database, for what no product path runs
+    and the store therefore does not offer: a database created for a copy, a synthetic fill, the
+    pid of a backend. Outside the store's pool (none of its checks or recovery), closed at the end.
+    Like the pool's connections it is in autocommit mode (CREATE DATABASE and VACUUM need it; a
+    ``conn.transaction()`` block still makes one transaction) and knows pgvector's types (a COPY of
+    vectors names the type); it has none of their settings for recall (``hnsw.*``, generic plans),
+    which are for recall's statements, not these."""
+    import psycopg
+    from pgvector.psycopg import register_vector_async
+
+    async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=autocommit) as conn:
+        await register_vector_async(conn)
+        yield conn
 
 
 async def delete_projects(engine: Engine, projects: list[str]) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from memlane.bench.common import (
     BenchContext,
+    admin_connection,
     bench_engine,
     chunks,
     config_snapshot,
@@ -219,17 +220,11 @@ async def settle(ctx: BenchContext) -> float:
     before it: `memlane maintain`'s VACUUM (ANALYZE) of memlane's tables (autovacuum's work: a
     million inserts set it off during a run's timed remembers and recalls) and a checkpoint
     (skipped for a role not allowed one). Returns the seconds it took."""
-    import psycopg
-
     t0 = time.perf_counter()
     store = ctx.engine.store
     for table in await store.maintenance_tables():
         await store.vacuum_analyse(table)
-    async with store._connection() as conn:
-        try:
-            await conn.execute("CHECKPOINT", prepare=False)
-        except psycopg.errors.InsufficientPrivilege:
-            pass
+    await store.checkpoint()
     return time.perf_counter() - t0
 
 
@@ -251,12 +246,7 @@ async def fresh_items(ctx: BenchContext, corpus: Corpus, n: int, projects: list[
         checked += len(head)
         held: set[str] = set()
         if head:
-            async with ctx.engine.store._connection() as conn:
-                cur = await conn.execute(
-                    "SELECT content FROM memories WHERE project = ANY(%s) AND content = ANY(%s)",
-                    (projects, [it.content for it in head]),
-                )
-                held = {c for (c,) in await cur.fetchall()}
+            held = await ctx.engine.store.stored_contents(projects, [it.content for it in head])
         out += [it for it in items if it.content not in held]
     return out
 
@@ -338,13 +328,13 @@ class CpuMeter:
         measured."""
         import psutil
 
-        async with ctx.engine.store._connection() as conn:
+        async with admin_connection(ctx.engine.store) as conn:  # (its backend lives while it is open)
             (pid,) = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-        try:
-            backend = psutil.Process(pid)
-            postmaster = backend.parent() if "postgres" in backend.name() else None
-        except psutil.Error:  # no such process here: the database is on another machine
-            postmaster = None
+            try:
+                backend = psutil.Process(pid)
+                postmaster = backend.parent() if "postgres" in backend.name() else None
+            except psutil.Error:  # no such process here: the database is on another machine
+                postmaster = None
         return cls(postmaster)
 
     def read(self) -> tuple[float, float | None]:
@@ -500,13 +490,13 @@ async def paired_growth(
     store = ctx.engine.store
     name = f"memlane_bench_copy_{ctx.run_id}"
     try:
-        async with store._connection() as conn:  # (autocommit, as CREATE DATABASE needs)
+        async with admin_connection(store) as conn:  # (autocommit, as CREATE DATABASE needs)
             await conn.execute(f'CREATE DATABASE "{name}"', prepare=False)
     except psycopg.errors.InsufficientPrivilege as e:
         return {"status": f"not measured: the role may not create the copy's database ({e})"}
     cfg = ctx.engine.config
     db = cfg.database.model_copy(
-        update={"url": SecretStr(make_conninfo(store._dsn, dbname=name)), "read_urls": None}
+        update={"url": SecretStr(make_conninfo(store.dsn, dbname=name)), "read_urls": None}
     )
     scratch = Path(tempfile.mkdtemp(prefix="memlane-bench-copy-"))  # none of the store's files
     copy_cfg = cfg.model_copy(
@@ -546,7 +536,7 @@ async def paired_growth(
     finally:
         if mode is not None:
             emb.mode = mode
-        async with store._connection() as conn:
+        async with admin_connection(store) as conn:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', prepare=False)
         shutil.rmtree(scratch, ignore_errors=True)
     store_p50, copy_p50 = percentiles(wall["store"])["p50"], percentiles(wall["copy"])["p50"]
@@ -656,29 +646,16 @@ def memory(ctx: BenchContext) -> dict[str, Any] | None:
 
 
 async def database_mb(ctx: BenchContext) -> float:
-    async with ctx.engine.store._connection() as conn:
-        row = await (await conn.execute("SELECT pg_database_size(current_database())")).fetchone()
-    return round(row[0] / 2**20, 1)
+    return round(await ctx.engine.store.database_size() / 2**20, 1)
 
 
 async def stored_count(ctx: BenchContext, projects: list[str]) -> int:
-    async with ctx.engine.store._connection() as conn:
-        row = await (
-            await conn.execute("SELECT count(*) FROM memories WHERE project = ANY(%s)", (projects,))
-        ).fetchone()
-    return int(row[0])
+    return int((await ctx.engine.store.stats(projects))["memories"])
 
 
 async def kept_pool(ctx: BenchContext, projects: list[str], pool: int) -> tuple[list[str], list]:
     """A kept store's first ``pool`` memories (the ones the model embedded), in the order stored."""
-    async with ctx.engine.store._connection() as conn:
-        rows = await (
-            await conn.execute(
-                "SELECT content, embedding::real[] FROM memories WHERE project = ANY(%s)"
-                " ORDER BY created_at, id LIMIT %s",
-                (projects, pool),
-            )
-        ).fetchall()
+    rows = await ctx.engine.store.first_stored(projects, pool)
     return [r[0] for r in rows], [r[1] for r in rows]
 
 

@@ -23,6 +23,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from memlane.bench.common import admin_connection
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.engine import Engine
 
@@ -130,7 +131,7 @@ async def seed(config: EngineConfig) -> tuple[str, int]:
                     chosen = str(out.id)
         # Demo only: date each row as if it had been stored when it happened, so the stats chart has
         # a history. No product path writes created_at; this goes straight to the demo database.
-        async with engine.store._connection() as conn:
+        async with admin_connection(engine.store) as conn:
             await conn.execute("UPDATE memories SET created_at = occurred_at, updated_at = occurred_at")
         for project, question in QUESTIONS * 2:  # recalls that count accesses: "most recalled"
             await engine.recall({"query": question, "project": project})

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
+from memlane.bench.common import admin_connection
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.store import vectors
@@ -55,11 +56,10 @@ SELECT 'big', c, md5(c || g), e, (%(cats)s::text[])[1 + g %% 6], ARRAY[(%(things
 
 
 async def fill(engine: Engine, n: int) -> None:
-    async with engine.store._connection() as conn:
-        cur = await conn.execute("SELECT count(*) FROM memories WHERE project = 'big'")
-        have = (await cur.fetchone())[0]
-        if have >= n:
-            return
+    have = (await engine.store.stats(["big"]))["memories"]
+    if have >= n:
+        return
+    async with admin_connection(engine.store) as conn:
         await conn.execute(f"DROP INDEX IF EXISTS {vectors.index_name('big')}")
         words = {
             "cats": CATEGORIES,

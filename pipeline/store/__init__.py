@@ -4,8 +4,10 @@
 recovery (connection.py), the embedding model (model.py), the writes (writes.py), and the reads:
 whole memories (reads.py), recall's arms (search.py), handles, browsing, topics, scoring, the
 graph (graph.py writes it, graph_reads.py reads it), the vector indexes, and ``memlane
-maintain``'s queries (maintenance.py), and the HTTP rate limit's buckets (limits.py)."""
+maintain``'s queries (maintenance.py), the HTTP rate limit's buckets (limits.py), and the reads
+about the store as a whole and its checkpoint (admin.py)."""
 
+from memlane.pipeline.store.admin import AdminQueries
 from memlane.pipeline.store.browse import BrowseQueries
 from memlane.pipeline.store.connection import Connections
 from memlane.pipeline.store.entity_browse import EntityBrowseQueries
@@ -44,6 +46,7 @@ class Store(
     VectorIndexQueries,
     WriteMarks,
     RateBuckets,
+    AdminQueries,
 ):
     """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
     read whose connection is lost mid-call runs again once the database is back (its part marks it

@@ -112,6 +112,13 @@ class Connections(StorePart):
         quarter of the pool, so that other calls still find connections free."""
         return max(1, self._pool_max // 4)
 
+    @property
+    def dsn(self) -> str:
+        """The connection string the store was opened with, password included: for a tool that
+        needs a connection of its own to the same database (a benchmark's CREATE DATABASE, say).
+        Not for logs or reports."""
+        return self._dsn
+
     async def open(self) -> None:
         try:
             async with await self._connect(autocommit=True, connect_timeout=int(self._timeout)) as conn:
