@@ -254,7 +254,7 @@ async def _start_early(arm, ctx, query: Query, tasks: dict, prepared: dict[str, 
             seeds[m] = max(seeds.get(m, 0.0), score / best)
     if not seeds:
         return None
-    return await arm.run(ctx, query, seeds, prepared.get(arm.name), "keyword")
+    return await arm.expand(ctx, query, seeds, prepared.get(arm.name), "keyword")
 
 
 async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, embedding, terms):
@@ -270,7 +270,7 @@ async def _expand_from_fused(arm, ctx, query: Query, retrieved: Retrieved):
     """An arm that expands from entry points, run after the store arms (their text-only arms found
     nothing to start it from earlier), from their fused best hits; its hits they did not return are
     scored on them, and its list is made of what passes the request's filters."""
-    found = await arm.run(
+    found = await arm.expand(
         ctx, query, _entry_points(ctx, retrieved, arm.name), retrieved.prepared.get(arm.name), "fused"
     )
     retrieved.details[arm.name] = found.detail
