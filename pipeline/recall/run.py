@@ -49,7 +49,7 @@ from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import CentroidsRead, RecallContext
 from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
-from memlane.pipeline.records import Query, Recalled, StageTrace, Trace, stable_key
+from memlane.pipeline.records import Candidate, Query, Recalled, StageTrace, Trace, stable_key
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 
@@ -58,11 +58,11 @@ def _texts(q: Query) -> int:
     return 1 + len(q.variants) + (1 if q.hypothetical else 0)
 
 
-def _threshold(ctx: RecallContext, candidates):
-    return threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query)
+def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    return Step(threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query))
 
 
-async def _assemble(ctx: RecallContext, candidates):
+async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[assemble.Packed]:
     req = ctx.request
     extras = None
     if req.include_context or req.include_entities:
@@ -77,7 +77,7 @@ async def _assemble(ctx: RecallContext, candidates):
             if req.include_entities
             else None,
         )
-    return await assemble.assemble(
+    packed = await assemble.assemble(
         candidates,
         limit=req.limit,
         max_tokens=req.max_tokens,
@@ -86,6 +86,7 @@ async def _assemble(ctx: RecallContext, candidates):
         show_project=req.spans_projects,
         extras=extras,
     )
+    return Step(packed)
 
 
 async def _retrieve(ctx: RecallContext, query: Query) -> Retrieved:
