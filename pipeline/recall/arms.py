@@ -22,27 +22,33 @@ Two kinds of arm:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+from uuid import UUID
 
 from memlane.pipeline.config import ARM_WEIGHTS
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.graph import arm as graph_arm
-from memlane.pipeline.records import Memory
+from memlane.pipeline.recall.candidates import Expanded, Prepared, Retrieved
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.records import Memory, Query
 from memlane.pipeline.time import arm as temporal_arm
 
 # What an arm may need from the query.
 NEEDS = frozenset({"text", "embedding", "time_range", "entry_points"})
 
 # A Python arm: (recall context, query, what retrieval found so far) -> ranked (memory, score) pairs.
-ArmRunner = Callable[[Any, Any, Any], Awaitable[list[tuple[Memory, float]]]]
+ArmRunner = Callable[[RecallContext, Query, Retrieved], Awaitable[list[tuple[Memory, float]]]]
 # A Python arm's early reads: (recall context, query) -> what its run will need.
-ArmPreparer = Callable[[Any, Any], Awaitable[Any]]
+ArmPreparer = Callable[[RecallContext, Query], Awaitable[Prepared]]
 # An arm that expands from entry points: (recall context, query, {memory id: activation in [0, 1]},
-# its prepare's awaitable or None, where the entry points came from) -> an object with ``ranked``
+# its prepare's future or None, where the entry points came from) -> its ``ranked`` memory ids
 # ([(memory id, score)], best first) and ``detail`` (the trace).
-Expander = Callable[[Any, Any, dict, Any, str], Awaitable[Any]]
+Expander = Callable[
+    [RecallContext, Query, dict[UUID, float], asyncio.Future[Prepared] | None, str], Awaitable[Expanded]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,7 @@ class Arm:
     run: ArmRunner | None = None
     expand: Expander | None = None
     # A Python arm's reads that need only the question: started when retrieval starts (while the
-    # question is embedded); the awaitable is in ``Retrieved.prepared[name]``, and ``expand`` is
+    # question is embedded); the future is in ``Retrieved.prepared[name]``, and ``expand`` is
     # handed it.
     prepare: ArmPreparer | None = None
     description: str = ""

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts_now
@@ -103,7 +105,7 @@ def _merge_traces(ctx: RecallContext, per_project: dict[str, Trace]) -> None:
         names += [st.stage for st in trace.stages if st.stage not in names]
     for name in names:
         runs = {p: st for p, t in per_project.items() for st in t.stages if st.stage == name}
-        detail: dict = {"projects": {}}
+        detail: dict[str, Any] = {"projects": {}}
         arms: dict[str, int] = {}
         for p, st in runs.items():
             detail["projects"][p] = {
@@ -136,7 +138,7 @@ async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
     gate = asyncio.Semaphore(ctx.config.recall.adjust.max_parallel_projects)
     subs = {p: replace(ctx, request=req.of_project(p), trace=Trace()) for p in req.searched_projects}
 
-    async def one(sub: RecallContext):
+    async def one(sub: RecallContext) -> Retrieved:
         async with gate:
             return await _retrieve(sub, query)
 
@@ -170,17 +172,21 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
     if mode != "auto":
         route.set_result((mode == "fast", f"mode={mode}"))
 
-    async def analyse(c, q):
+    async def analyse(c: RecallContext, q: Query) -> Step[Query]:
         step = await intent.analyse(c, q)
         if not route.done() and c.usage.deferred:  # the client's model answers next round: ask all three now
             route.set_result((False, "waiting for the client's model"))
         if not route.done():
-            complexity = step.value.intent.complexity
-            route.set_result((complexity == "simple", f"{step.value.intent.source} intent: {complexity}"))
+            record = step.value.intent
+            assert record is not None  # analysis always records an intent (the offline one at least)
+            complexity = record.complexity
+            route.set_result((complexity == "simple", f"{record.source} intent: {complexity}"))
         return step
 
-    def gated(name, fn):
-        async def run(c, q):
+    def gated(
+        name: str, fn: Callable[[RecallContext, Query], Awaitable[Step[Query]]]
+    ) -> Callable[[RecallContext, Query], Awaitable[Step[Query]]]:
+        async def run(c: RecallContext, q: Query) -> Step[Query]:
             if stage_llm(c, name)[0] is None:  # nothing to route: the stage says why it cannot run
                 return await fn(c, q)
             if route.done() and route.result()[0]:
@@ -203,7 +209,7 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
             simple = intent.analyse_offline(q.text).complexity == "simple"
             route.set_result((simple, "offline intent: " + ("simple" if simple else "not simple")))
 
-    async def intent_stage():
+    async def intent_stage() -> Query:
         try:
             return await run_stage(ctx, "intent", analyse, query, count=_texts, fallback=query)
         finally:
