@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 
@@ -98,6 +98,22 @@ class Trace:
         }
 
 
+class QueryIntent(Protocol):
+    """What the stages after it read of intent analysis's record (``recall/intent.py``'s ``Intent``,
+    which this bottom layer may not import): the route's complexity and where the record came from,
+    and the names and terms the question mentions (the graph arm's question entities). The temporal
+    arm also reads its time ranges (``time/arm.py``), of the time parser's type, a layer above."""
+
+    @property
+    def complexity(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def entities(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """What retrieval searches with: the original question plus any synthesised variants."""
@@ -105,7 +121,7 @@ class Query:
     text: str
     variants: tuple[str, ...] = ()
     hypothetical: str | None = None  # HyDE answer, when an LLM wrote one
-    intent: Any = None  # intent.Intent, from stage 1
+    intent: QueryIntent | None = None  # intent.Intent, from stage 1
 
 
 @dataclass(slots=True)

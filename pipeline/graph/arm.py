@@ -49,12 +49,15 @@ import asyncio
 import heapq
 import math
 from collections import defaultdict
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from memlane.pipeline import entities
-from memlane.pipeline.store.graph_reads import GraphRead
+from memlane.pipeline.config import EngineConfig, GraphConfig
+from memlane.pipeline.records import Query
+from memlane.pipeline.store.graph_reads import GraphRead, GraphReadQueries
 
 KIND_WEIGHT = {"relates_to": None, "next": 0.9, "previous": 0.9, "same_time": 0.5, "causes": 1.0}
 META_PATHS: dict[str, tuple[str, ...]] = {
@@ -66,8 +69,41 @@ META_PATHS: dict[str, tuple[str, ...]] = {
 PUSH_ALPHA = 0.15  # forward push: share of residual a node keeps before pushing the rest on
 PUSH_EPSILON = 1e-4
 
+# The question's entity nodes: entity id -> name (``prepare``).
+EntityNodes = dict[int, str]
 
-def _query_keys(query) -> list[str]:
+
+class GraphRequest(Protocol):
+    """What the arm reads of the recall's request (``recall/query.py``'s ``RecallQuery``)."""
+
+    @property
+    def project(self) -> str: ...
+
+    @property
+    def budget(self) -> str: ...
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def explain(self) -> bool: ...
+
+
+class GraphContext(Protocol):
+    """What the arm reads of the recall's context: recall passes its ``RecallContext``
+    (``recall/context.py``), which this layer, below recall, may not import."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def store(self) -> GraphReadQueries: ...
+
+    @property
+    def request(self) -> GraphRequest: ...
+
+
+def _query_keys(query: Query) -> list[str]:
     names = list(query.intent.entities) if query.intent is not None else []
     if not names:
         names = [e.name for e in entities.extract(query.text)]
@@ -96,7 +132,7 @@ class _Loader:
     asked again for the same frontier (the ``next`` and ``next2`` paths both start from the entry
     points) is read once."""
 
-    def __init__(self, store, project: str, cfg) -> None:
+    def __init__(self, store: GraphReadQueries, project: str, cfg: GraphConfig) -> None:
         self.store, self.project, self.cfg = store, project, cfg
         self.queries = 0
         self.hubs: set[int] = set()  # entities seen past graph.max_entity_degree: never expanded
@@ -123,7 +159,7 @@ class _Loader:
                 self.hubs.update(e for e, _, n in rows if n > cap)
         return found
 
-    async def query_entities(self, keys: list[str]) -> dict[int, str]:
+    async def query_entities(self, keys: list[str]) -> EntityNodes:
         if not keys:
             return {}
         self.queries += 1
@@ -173,13 +209,18 @@ def _hop_out(step: str, rows: list[tuple], cfg, ids: dict[int, UUID]) -> dict[An
     return out
 
 
-async def _resolved(value):
+async def _resolved(value: EntityNodes | Awaitable[EntityNodes]) -> EntityNodes:
     """A value that may still be an awaitable (the question's entities, looked up concurrently)."""
     return value if isinstance(value, dict) else await value
 
 
 async def spreading_activation(
-    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg, track: bool = False
+    loader: _Loader,
+    seeds: dict[UUID, float],
+    query_entities: EntityNodes | Awaitable[EntityNodes],
+    budget: int,
+    cfg: GraphConfig,
+    track: bool = False,
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
     """Activation received by each memory node, and what the run did. ``query_entities`` may be
     an awaitable: it is looked up while the entry points' neighbourhood is read. ``track`` (an
@@ -189,7 +230,7 @@ async def spreading_activation(
 
     g = nx.Graph()
     seed_ids = sorted(seeds, key=_order)
-    (edges, mentions), query_entities = await asyncio.gather(
+    (edges, mentions), entity_nodes = await asyncio.gather(
         loader.read(
             [
                 GraphRead("edges", tuple(seed_ids), ("relates_to", "next", "same_time", "causes")),
@@ -207,10 +248,10 @@ async def spreading_activation(
     for m, e, n in mentions:
         degree[e] = n
         g.add_edge(("m", m), ("e", e), weight=1.0, kind="mention")
-    for e in query_entities:
+    for e in entity_nodes:
         g.add_node(("e", e))
     expandable = sorted(
-        {e for e, n in degree.items() if n <= cfg.max_entity_degree and n > 1} | set(query_entities)
+        {e for e, n in degree.items() if n <= cfg.max_entity_degree and n > 1} | set(entity_nodes)
     )
     [members] = await loader.read([GraphRead("members", tuple(expandable))])
     for e, m, n in members:
@@ -222,7 +263,7 @@ async def spreading_activation(
     received: dict[tuple, float] = defaultdict(float)
     for mid, a in seeds.items():
         activation[("m", mid)] = a
-    for e in query_entities:
+    for e in entity_nodes:
         activation[("e", e)] = 1.0
     heap = [(-a, str(node[1]), node) for node, a in activation.items()]
     heapq.heapify(heap)
@@ -258,7 +299,8 @@ async def spreading_activation(
     if track:
         reached = {}
         for mid, v in scores.items():
-            chain, node = [], ("m", mid)
+            chain: list[tuple] = []
+            node = ("m", mid)
             while node in via and len(chain) < 8 and node not in chain:
                 chain.append(node)
                 node = via[node][1]
@@ -268,7 +310,12 @@ async def spreading_activation(
 
 
 async def mpfp(
-    loader: _Loader, seeds: dict[UUID, float], query_entities, budget: int, cfg, track: bool = False
+    loader: _Loader,
+    seeds: dict[UUID, float],
+    query_entities: EntityNodes | Awaitable[EntityNodes],
+    budget: int,
+    cfg: GraphConfig,
+    track: bool = False,
 ) -> tuple[dict[UUID, float], dict[str, Any]]:
     """Forward push along each meta-path from the entry points (each with its activation, the
     question's entities with 1), summed over the paths and capped at 1: a memory's score is the
@@ -324,14 +371,14 @@ async def mpfp(
     expanded = sum(p.expanded for p in pushes.values())
     info: dict[str, Any] = {"paths": {k: len(v) for k, v in masses.items()}, "expanded": expanded}
     if track:
-        reached: dict[UUID, list] = defaultdict(list)
+        reached_from: dict[UUID, list] = defaultdict(list)
         for name, push in pushes.items():
             for n, origins in push.origins.items():
                 if isinstance(n, int):
-                    reached[ids[n]].extend(
+                    reached_from[ids[n]].extend(
                         (_origin(o, ids), name, mass, []) for o, mass in origins.items() if mass > 0
                     )
-        info["reached"] = dict(reached)
+        info["reached"] = dict(reached_from)
     return scores, info
 
 
@@ -386,7 +433,7 @@ class _Push:
         return {n: v for n, v in self.settled.items() if isinstance(n, int) and v > 0}
 
 
-async def prepare(ctx, query) -> dict[int, str]:
+async def prepare(ctx: GraphContext, query: Query) -> EntityNodes:
     """The question's entity nodes: they need only the question, so retrieval starts this read
     while the question is embedded (``Arm.prepare``)."""
     keys = _query_keys(query) if ctx.config.recall.graph != "off" else []
@@ -403,7 +450,13 @@ class Expansion:
     detail: dict[str, Any]
 
 
-async def expand(ctx, query, seeds: dict[UUID, float], looked_up, source: str) -> Expansion:
+async def expand(
+    ctx: GraphContext,
+    query: Query,
+    seeds: dict[UUID, float],
+    looked_up: asyncio.Future[EntityNodes] | None,
+    source: str,
+) -> Expansion:
     """Run the configured algorithm from ``seeds`` (memory id -> activation in [0, 1]; the best
     ``graph.entry_points`` are taken, ties in the order given) and the question's entities
     (``looked_up``: the awaitable of ``prepare``, or None to look them up now). ``source`` names

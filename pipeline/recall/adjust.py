@@ -34,6 +34,7 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from memlane.pipeline.config import AdjustConfig, DecayConfig
@@ -86,7 +87,8 @@ def decay_factor(m: Memory, cfg: DecayConfig, reference_time: datetime) -> float
     half_life = (
         cfg.category_half_life_days.get(m.category, cfg.half_life_days) if m.category else cfg.half_life_days
     )
-    return 1.0 - cfg.share + cfg.share * 0.5 ** (age_days / half_life)
+    halved: float = 0.5 ** (age_days / half_life)  # (typeshed: Any for a float power; a float here)
+    return 1.0 - cfg.share + cfg.share * halved
 
 
 USED_AFTER_S = 1.0  # updated_at this long after created_at: changed after the write, not by it
@@ -103,7 +105,8 @@ def _recency(last: datetime | None, now: datetime, half_life_days: float) -> flo
     if last is None:
         return 0.0
     idle_days = max(0.0, (now - last).total_seconds() / DAY_S)
-    return 0.5 ** (idle_days / half_life_days)
+    halved: float = 0.5 ** (idle_days / half_life_days)  # (typeshed: Any for a float power)
+    return halved
 
 
 def hotness(m: Memory, cfg: AdjustConfig, access: tuple[int, datetime | None] | None, now: datetime) -> float:
@@ -186,7 +189,7 @@ def reads_centroids(ctx: RecallContext, active: tuple[str, ...]) -> bool:
     return stage_llm(ctx, "category_match")[0] is None
 
 
-async def _none():
+async def _none() -> None:
     return None
 
 
@@ -220,7 +223,7 @@ async def adjust(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[C
         projects=req.searched_projects,
         current_project=req.project,
     )
-    detail: dict = {"factors": list(active)}
+    detail: dict[str, Any] = {"factors": list(active)}
     status, prompt = "ran", None
     pairs = sorted({(c.memory.project, c.memory.category) for c in candidates if c.memory.category})
     # The two reads (access statistics, category match) are independent: one round trip's wait.

@@ -11,37 +11,44 @@ Two kinds of arm:
   which also scores every candidate of every store arm on every store arm; their SQL lives in
   ``store/search.py`` (``SQL_ARMS``). A store arm that needs no embedding is started while the query
   is being embedded.
-- **Python arms** (``run`` set; graph, temporal) run after the store arms and score only what they
-  return. What such an arm reads from the question alone (the graph arm: the question's entities)
-  it may start in ``prepare``, while the question is embedded. An arm that expands from entry
-  points (``from_entry_points``: the graph arm) is started from the keyword arm's hits while the
-  question is embedded, or from the store arms' fused best hits after them when the keyword arm
-  found nothing; retrieval scores its hits the store arms did not return (``candidates.py``).
+- **Python arms** (``run`` or ``expand`` set; temporal, graph) run after the store arms and score
+  only what they return. What such an arm reads from the question alone (the graph arm: the
+  question's entities) it may start in ``prepare``, while the question is embedded. An arm that
+  expands from entry points (``expand`` set, ``from_entry_points``: the graph arm) is started from
+  the keyword arm's hits while the question is embedded, or from the store arms' fused best hits
+  after them when the keyword arm found nothing; retrieval scores its hits the store arms did not
+  return (``candidates.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+from uuid import UUID
 
 from memlane.pipeline.config import ARM_WEIGHTS
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.graph import arm as graph_arm
-from memlane.pipeline.records import Memory
+from memlane.pipeline.recall.candidates import Expanded, Prepared, Retrieved
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.records import Memory, Query
 from memlane.pipeline.time import arm as temporal_arm
 
 # What an arm may need from the query.
 NEEDS = frozenset({"text", "embedding", "time_range", "entry_points"})
 
 # A Python arm: (recall context, query, what retrieval found so far) -> ranked (memory, score) pairs.
-ArmRunner = Callable[[Any, Any, Any], Awaitable[list[tuple[Memory, float]]]]
+ArmRunner = Callable[[RecallContext, Query, Retrieved], Awaitable[list[tuple[Memory, float]]]]
 # A Python arm's early reads: (recall context, query) -> what its run will need.
-ArmPreparer = Callable[[Any, Any], Awaitable[Any]]
+ArmPreparer = Callable[[RecallContext, Query], Awaitable[Prepared]]
 # An arm that expands from entry points: (recall context, query, {memory id: activation in [0, 1]},
-# its prepare's awaitable or None, where the entry points came from) -> an object with ``ranked``
+# its prepare's future or None, where the entry points came from) -> its ``ranked`` memory ids
 # ([(memory id, score)], best first) and ``detail`` (the trace).
-Expander = Callable[[Any, Any, dict, Any, str], Awaitable[Any]]
+Expander = Callable[
+    [RecallContext, Query, dict[UUID, float], asyncio.Future[Prepared] | None, str], Awaitable[Expanded]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +57,14 @@ class Arm:
     needs: frozenset[str]
     exact: bool  # scores any candidate (not only its own hits): fusion can use a score below its top k
     normalise: Literal["none", "max"]  # fusion: use the score as it is, or divide by the query's best
-    # None: a store arm, evaluated in the joint SQL statement; an Expander when from_entry_points.
-    run: ArmRunner | Expander | None = None
+    # A Python arm runs (``run``) or expands from entry points (``expand``); a store arm (neither) is
+    # evaluated in the joint SQL statement.
+    run: ArmRunner | None = None
+    expand: Expander | None = None
     # A Python arm's reads that need only the question: started when retrieval starts (while the
-    # question is embedded); the awaitable is in ``Retrieved.prepared[name]``, and an Expander is
+    # question is embedded); the future is in ``Retrieved.prepared[name]``, and ``expand`` is
     # handed it.
     prepare: ArmPreparer | None = None
-    from_entry_points: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -66,7 +74,11 @@ class Arm:
 
     @property
     def in_store(self) -> bool:
-        return self.run is None
+        return self.run is None and self.expand is None
+
+    @property
+    def from_entry_points(self) -> bool:
+        return self.expand is not None
 
 
 VECTOR = Arm(
@@ -102,9 +114,8 @@ GRAPH = Arm(
     # Activation that reached the memory, in the unit of the entry points' (fused score / best),
     # capped at 1: a weak neighbour adds little, whatever the query's best graph hit is.
     normalise="none",
-    run=graph_arm.expand,
+    expand=graph_arm.expand,
     prepare=graph_arm.prepare,
-    from_entry_points=True,
     description="spreading activation (or meta-path forward push) over entity and memory links "
     "from the other arms' best hits and the question's entities (pipeline/graph/arm.py)",
 )

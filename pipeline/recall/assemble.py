@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 from memlane.pipeline.errors import InvalidInput
@@ -43,9 +43,7 @@ class HandlesReadAhead:
     outside those are read when asked for. ``unique8``: ids whose 8-digit handle is known to be
     unique (retrieval read that with their rows): theirs is never read."""
 
-    def __init__(
-        self, read: HandleLookup, likely: list[UUID], unique8: set | frozenset = frozenset()
-    ) -> None:
+    def __init__(self, read: HandleLookup, likely: list[UUID], unique8: Set[UUID] = frozenset()) -> None:
         self._read, self._unique8 = read, unique8
         likely = [i for i in likely if i not in unique8]
         self._ahead = asyncio.ensure_future(read(likely)) if likely else None
@@ -103,7 +101,11 @@ def _cost(obj: Any) -> int:
     return _text_tokens(render.to_text(obj)) + 1  # and a comma
 
 
-def _add_context(chosen, context, budget: int) -> None:
+def _add_context(
+    chosen: list[tuple[Candidate, dict[str, Any]]],
+    context: dict[UUID, list[tuple[UUID, str, int | None]]],
+    budget: int,
+) -> None:
     """Each chosen memory's neighbours, best memory first, while they fit in ``budget`` tokens."""
     for c, view in chosen:
         items = context.get(c.memory.id) or []
@@ -122,7 +124,7 @@ def _add_context(chosen, context, budget: int) -> None:
             view["context"] = added
 
 
-def _entity_list(entities, shown: set[str], budget: int) -> list[dict[str, Any]]:
+def _entity_list(entities: list[tuple[str, list[str]]], shown: set[str], budget: int) -> list[dict[str, Any]]:
     """Entities with the facts about them not already among the memories, within ``budget``."""
     out: list[dict[str, Any]] = []
     budget -= count_tokens(',"entities":[]')
@@ -230,7 +232,8 @@ def pack(
     # While the taken memories' bytes fit the budget, each fits whatever its count: the counts
     # wait (``uncounted``) until a decision needs them, so the usual result, well within its
     # budget, counts only once, whole, in ``_settle``. The choices are those of exact counts.
-    bound, uncounted = used, []
+    bound = used
+    uncounted: list[str] = []
 
     def count_taken() -> int:
         nonlocal bound
@@ -302,10 +305,20 @@ def pack(
 INLINE_PACK_LIMIT = 20
 
 
-def _packing(limit: int):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Runner(Protocol):
+    """Runs ``fn(*args, **kwargs)`` and gives its result to await (``asyncio.to_thread``'s shape)."""
+
+    def __call__(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+
+
+def _packing(limit: int) -> _Runner:
     if limit <= INLINE_PACK_LIMIT:
 
-        async def inline(fn, *args, **kwargs):
+        async def inline(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
             return fn(*args, **kwargs)
 
         return inline

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class CategoryMatch:
     implementation: str = "offline"  # "offline (centroid cosine)", "llm", or why none ran
     prompt: str | None = None
     degraded: str | None = None  # the LLM's failure, when the offline match stood in
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def category_descriptions(candidates: list[Candidate], pairs: list[Pair]) -> dict[str, str]:
@@ -60,7 +61,7 @@ def render_categories(descriptions: dict[str, str]) -> str:
     )
 
 
-def parse_ratings(data, names: list[str]) -> dict[str, float]:
+def parse_ratings(data: Any, names: list[str]) -> dict[str, float]:  # data: the LLM's JSON
     """The model's ratings of the listed names, clamped to 0-1; unknown names ignored, missing ones 0.
     Raises LLMError for anything but an object of numbers."""
     if not isinstance(data, dict):

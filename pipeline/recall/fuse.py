@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from memlane.pipeline.recall.arms import REGISTRY
 from memlane.pipeline.recall.candidates import Retrieved
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Candidate, Memory, stable_key
 
@@ -97,21 +98,21 @@ def lift_neighbours(fused: list[Candidate], weight: float, window: int) -> int:
     matter. Returns how many were lifted; re-sorting is the caller's."""
     if weight <= 0 or window <= 0:
         return 0
-    groups: dict[tuple[str, str], list[Candidate]] = {}
+    groups: dict[tuple[str, str], list[tuple[int, Candidate]]] = {}  # (project, source) -> (position, c)
     for c in fused:
         m = c.memory
         if m.source is not None and m.position is not None:
-            groups.setdefault((m.project, m.source), []).append(c)
+            groups.setdefault((m.project, m.source), []).append((m.position, c))
     base = {id(c): c.score for c in fused}
     lifted = 0
     for group in groups.values():
         if len(group) < 2:
             continue
-        at = {c.memory.position: c for c in group}
-        for c in group:
+        at = dict(group)
+        for position, c in group:
             best = 0.0
             for d in range(1, window + 1):
-                for n in (at.get(c.memory.position - d), at.get(c.memory.position + d)):
+                for n in (at.get(position - d), at.get(position + d)):
                     if n is not None:
                         best = max(best, base[id(n)] * 0.5 ** (d - 1))
             if best > 0:
@@ -120,7 +121,7 @@ def lift_neighbours(fused: list[Candidate], weight: float, window: int) -> int:
     return lifted
 
 
-def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
+def fuse(ctx: RecallContext, retrieved: Retrieved) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
     if cfg.fusion == "rrf_vector":
         w = cfg.rrf_vector
@@ -129,7 +130,7 @@ def fuse(ctx, retrieved: Retrieved) -> Step[list[Candidate]]:
         fused = _with_exact_scores(reciprocal_rank_fusion(retrieved.lists, k=cfg.rrf_k), retrieved)
     else:
         fused = score_fusion(retrieved, cfg.arm_weights)
-    detail = {"method": cfg.fusion}
+    detail: dict[str, str | int] = {"method": cfg.fusion}
     lifted = lift_neighbours(fused, cfg.neighbour_lift, cfg.neighbour_window)
     if lifted:
         fused.sort(key=lambda c: (-c.score, *stable_key(c.memory)))

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from memlane.pipeline.llm.replies import junk, on_topic, repeats
 from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step, stage_llm
 from memlane.pipeline.records import Query
 
@@ -34,7 +35,7 @@ def unusable(text: str, question: str) -> str | None:
     return None
 
 
-async def hypothesise(ctx, query: Query) -> Step[Query]:
+async def hypothesise(ctx: RecallContext, query: Query) -> Step[Query]:
     llm, why = stage_llm(ctx, "hyde")
     if llm is None:
         return Step(query, status=f"skipped: {why}")
@@ -47,9 +48,9 @@ async def hypothesise(ctx, query: Query) -> Step[Query]:
     except LLMError as e:
         return Step(query, status=f"degraded: {e.reason}", prompt=llm.prompt.id)
     text = " ".join(answer.text.split())[:MAX_CHARS]
-    why = unusable(text, query.text)
-    if why is not None:
-        return Step(query, status=f"degraded: {why}", prompt=answer.prompt_id)
+    unfit = unusable(text, query.text)
+    if unfit is not None:
+        return Step(query, status=f"degraded: {unfit}", prompt=answer.prompt_id)
     return Step(
         replace(query, hypothetical=text),
         detail={"hypothetical": text, **answer.detail()},

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
 
 from memlane.pipeline.entities import extract
 from memlane.pipeline.llm.service import parse_json
 from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Query
 from memlane.pipeline.time.parser import DEFAULT_RECENT_DAYS, TimeRange, find_time_expressions, parse
@@ -36,7 +39,7 @@ class Intent:
     source: str = "offline"  # or "llm"
     time_ranges: tuple[TimeRange, ...] = ()  # the time_expressions as ranges (pipeline/time/parser.py)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "primary_intent": self.primary_intent,
             "complexity": self.complexity,
@@ -71,7 +74,9 @@ def _entities(text: str) -> list[str]:
     return [e.name for e in extract(text)]
 
 
-def analyse_offline(question: str, reference_time=None, *, recent_days: int = DEFAULT_RECENT_DAYS) -> Intent:
+def analyse_offline(
+    question: str, reference_time: datetime | None = None, *, recent_days: int = DEFAULT_RECENT_DAYS
+) -> Intent:
     """The offline record, from cues in the words alone; with ``reference_time``, its time
     expressions as ranges too."""
     lower = question.lower()
@@ -101,7 +106,7 @@ def analyse_offline(question: str, reference_time=None, *, recent_days: int = DE
 
 
 def llm_time_ranges(
-    phrases: tuple[str, ...], question: str, reference_time, recent_days: int
+    phrases: tuple[str, ...], question: str, reference_time: datetime, recent_days: int
 ) -> tuple[TimeRange, ...]:
     """The LLM's time expressions read by the same parser, placed where they are in the question
     (so the temporal arm can score the rest of it); phrases the rules cannot read give no range,
@@ -124,7 +129,13 @@ def llm_time_ranges(
     return tuple(out)
 
 
-def from_llm(data, offline: Intent, question: str = "", reference_time=None, recent_days: int = 30) -> Intent:
+def from_llm(
+    data: Any,  # the LLM's JSON
+    offline: Intent,
+    question: str = "",
+    reference_time: datetime | None = None,
+    recent_days: int = 30,
+) -> Intent:
     """The LLM's record, checked; fields it got wrong keep the offline value. Its time expressions
     are parsed like the offline ones; when none of them reads as a range, the offline ranges stand."""
     if not isinstance(data, dict):
@@ -157,7 +168,7 @@ def from_llm(data, offline: Intent, question: str = "", reference_time=None, rec
     )
 
 
-async def analyse(ctx, query: Query) -> Step[Query]:
+async def analyse(ctx: RecallContext, query: Query) -> Step[Query]:
     """The offline record always; the LLM's when one is configured for this stage."""
     ref, recent = ctx.request.reference_time, ctx.config.temporal.recent_days
     offline = analyse_offline(query.text, ref, recent_days=recent)

@@ -17,11 +17,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.llm.service import parse_json
 from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step, stage_llm
 from memlane.pipeline.records import Candidate
+
+if TYPE_CHECKING:
+    from sentence_transformers import CrossEncoder
 
 
 def render_candidates(candidates: list[Candidate]) -> str:
@@ -37,7 +42,7 @@ def render_candidates(candidates: list[Candidate]) -> str:
     return "\n".join(lines)
 
 
-def parse_indices(data, n: int) -> list[int]:
+def parse_indices(data: Any, n: int) -> list[int]:  # data: the LLM's JSON
     """0-based positions from a JSON array of 1-based indices; the out-of-range and repeated ones
     dropped. Raises LLMError for anything but an array of integers."""
     if isinstance(data, dict):  # {"indices": [...]} and similar wrappers
@@ -55,7 +60,7 @@ def parse_indices(data, n: int) -> list[int]:
     return out
 
 
-async def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+async def rerank(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
     if not candidates:
         return Step(candidates, status="skipped: no candidates")
@@ -94,13 +99,13 @@ async def rerank(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
 
 
 @functools.cache
-def _cross_encoder(path: str):
+def _cross_encoder(path: str) -> CrossEncoder:
     from sentence_transformers import CrossEncoder  # here: seconds to import, and only this option needs it
 
     return CrossEncoder(path, device="cpu", local_files_only=True)
 
 
-async def _cross_encode(ctx, candidates: list[Candidate]) -> Step[list[Candidate]]:
+async def _cross_encode(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     path = ctx.config.recall.cross_encoder
     top = candidates[: ctx.config.recall.rerank_top_n]
 

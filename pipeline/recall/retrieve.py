@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts
-from memlane.pipeline.providers.embedding.base import calibrated
-from memlane.pipeline.recall.arms import REGISTRY, Arm, resolve
-from memlane.pipeline.recall.candidates import Retrieved, ranked_memories, score_ids
-from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.providers.embedding.base import Embedder, calibrated
+from memlane.pipeline.recall.arms import REGISTRY, Arm, Expander, resolve
+from memlane.pipeline.recall.candidates import Expanded, Prepared, Retrieved, ranked_memories, score_ids
+from memlane.pipeline.recall.context import RecallContext, Vector
 from memlane.pipeline.recall.fuse import score_fusion
 from memlane.pipeline.recall.stage import Step, cancel_all
-from memlane.pipeline.records import Query
+from memlane.pipeline.records import Memory, Query
 from memlane.pipeline.request import Filters
 from memlane.pipeline.store.search import Hit, KeywordBounds, QueryTerms
 
@@ -42,11 +42,16 @@ log = logging.getLogger(__name__)
 
 HITS_EXPLAINED = 50  # per arm list, in an explained recall's trace (detail.hits)
 
+# A store arm's top k alone (``Store.candidates``): ids, scores (the keyword arm's), QueryTerms.
+ArmTop = tuple[list[UUID], list[float] | None, QueryTerms | None]
+
 
 async def retrieve(ctx: RecallContext, query: Query) -> Step[Retrieved]:
     active = resolve(ctx.request.ablation.arms)
     # The Python arms' reads that need only the question start now, beside the embedding.
-    prepared = {a.name: asyncio.ensure_future(a.prepare(ctx, query)) for a in active if a.prepare}
+    prepared: dict[str, asyncio.Future[Prepared]] = {
+        a.name: asyncio.ensure_future(a.prepare(ctx, query)) for a in active if a.prepare
+    }
     try:
         return await _retrieve(ctx, query, active, prepared)
     finally:
@@ -54,7 +59,10 @@ async def retrieve(ctx: RecallContext, query: Query) -> Step[Retrieved]:
 
 
 async def _retrieve(
-    ctx: RecallContext, query: Query, active: list[Arm], prepared: dict[str, asyncio.Future[Any]]
+    ctx: RecallContext,
+    query: Query,
+    active: Sequence[Arm],
+    prepared: dict[str, asyncio.Future[Prepared]],
 ) -> Step[Retrieved]:
     req, cfg = ctx.request, ctx.config.recall
     store_arms = tuple(a.name for a in active if a.in_store)
@@ -64,12 +72,14 @@ async def _retrieve(
     filters, k, bounds = req.filters, cfg.per_arm(req.limit), KeywordBounds.of(cfg)
     early = [a.name for a in active if a.in_store and "embedding" not in a.needs]
     degraded: str | None = None
-    preselected: list[dict[str, list]] = [{} for _ in texts]
-    terms: list = [None for _ in texts]  # per text: its QueryTerms, read by the keyword arm's statement
-    vectors: list = []
-    starts: dict[str, asyncio.Future] = {}  # Python arm -> its run from the text-only arms' hits
+    preselected: list[dict[str, list[UUID]]] = [{} for _ in texts]
+    # Per text: its QueryTerms, read by the keyword arm's statement.
+    terms: list[QueryTerms | None] = [None for _ in texts]
+    vectors: list[Vector] = []
+    # Python arm -> its run from the text-only arms' hits (None: they found nothing to start from).
+    starts: dict[str, asyncio.Future[Expanded | None]] = {}
     if wants_embedding:
-        tasks = {
+        tasks: dict[tuple[int, str], asyncio.Future[ArmTop]] = {
             (i, name): asyncio.ensure_future(
                 ctx.store.candidates(name, text=t, filters=filters, k=k, bounds=bounds)
             )
@@ -78,9 +88,11 @@ async def _retrieve(
         }
         if tasks:
             starts = {
-                a.name: asyncio.ensure_future(_start_early(a, ctx, query, dict(tasks), prepared))
+                a.name: asyncio.ensure_future(
+                    _start_early(a.name, a.expand, ctx, query, dict(tasks), prepared)
+                )
                 for a in active
-                if a.from_entry_points
+                if a.expand is not None  # (from_entry_points)
             }
         try:
             try:
@@ -133,8 +145,8 @@ async def _retrieve(
             cancel_all(starts.values())
             raise
         finally:
-            for t in tasks.values():
-                t.cancel()
+            for task in tasks.values():
+                task.cancel()
 
     # The per-text statements at once, as the pool allows: with up to 4 texts (question, 2-3
     # variants) and HyDE, two already give most of what running them side by side can.
@@ -190,8 +202,8 @@ async def _retrieve(
     # (a gather's arguments are evaluated first, so a gather inside it would start before them).
     searches = [asyncio.ensure_future(job) for _, job in jobs]
     try:
-        *found, started = await asyncio.gather(
-            *searches,
+        found, started = await asyncio.gather(
+            asyncio.gather(*searches),
             asyncio.gather(
                 *(_score_early(ctx, query, starts[n], known, out.embedding, terms[0]) for n in names)
             ),
@@ -202,7 +214,7 @@ async def _retrieve(
     for (suffix, _), hits in zip(jobs, found, strict=True):
         out.add(suffix, hits)
     by_store = set(out.memories)  # what the store arms returned (the early arms' own hits come next)
-    ran_early = set()
+    ran_early: set[str] = set()
     for name, result in zip(names, started, strict=True):
         if result is None:  # nothing to start from: it runs after the store arms
             continue
@@ -215,9 +227,9 @@ async def _retrieve(
     for arm in active:
         if arm.in_store or arm.name in ran_early:
             continue
-        if arm.from_entry_points:
-            out.add_list(arm.name, await _expand_from_fused(arm, ctx, query, out))
-        else:
+        if arm.expand is not None:  # (from_entry_points)
+            out.add_list(arm.name, await _expand_from_fused(arm.name, arm.expand, ctx, query, out))
+        elif arm.run is not None:  # (not in the store: it runs or expands)
             out.add_list(arm.name, await arm.run(ctx, query, out))
     _keep_admitted(out, req.filters, ctx.clock())
     detail = {"arms": {name: len(hits) for name, hits in out.lists.items()}, **out.notes, **out.details}
@@ -241,23 +253,37 @@ async def _retrieve(
     return Step(out, detail=detail)
 
 
-async def _start_early(arm, ctx, query: Query, tasks: dict, prepared: dict[str, asyncio.Future]):
-    """A Python arm's run from the text-only store arms' hits (each memory's best score over the
-    query texts, each text's scores divided by its best), started as soon as those are in; None
-    when they found nothing (the arm then runs after every store arm, from their fused hits)."""
-    seeds: dict = {}
+async def _start_early(
+    name: str,
+    expand: Expander,
+    ctx: RecallContext,
+    query: Query,
+    tasks: dict[tuple[int, str], asyncio.Future[ArmTop]],
+    prepared: dict[str, asyncio.Future[Prepared]],
+) -> Expanded | None:
+    """A Python arm's run (``expand``) from the text-only store arms' hits (each memory's best score
+    over the query texts, each text's scores divided by its best), started as soon as those are in;
+    None when they found nothing (the arm then runs after every store arm, from their fused hits)."""
+    seeds: dict[UUID, float] = {}
     for ids, scores, _ in await asyncio.gather(*tasks.values()):
         best = max(scores or (), default=0.0)
-        if best <= 0:
+        if not scores or best <= 0:
             continue
         for m, score in zip(ids, scores, strict=True):
             seeds[m] = max(seeds.get(m, 0.0), score / best)
     if not seeds:
         return None
-    return await arm.run(ctx, query, seeds, prepared.get(arm.name), "keyword")
+    return await expand(ctx, query, seeds, prepared.get(name), "keyword")
 
 
-async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, embedding, terms):
+async def _score_early(
+    ctx: RecallContext,
+    query: Query,
+    start: asyncio.Future[Expanded | None],
+    known: set[UUID],
+    embedding: Vector | None,
+    terms: QueryTerms | None,
+) -> tuple[Expanded, list[Hit]] | None:
     """An early arm's result, with the store arms' exact scores of its hits they did not return."""
     expansion = await start
     if expansion is None:
@@ -266,20 +292,22 @@ async def _score_early(ctx, query: Query, start: asyncio.Future, known: set, emb
     return expansion, await score_ids(ctx, query, expansion, unknown, embedding, terms)
 
 
-async def _expand_from_fused(arm, ctx, query: Query, retrieved: Retrieved):
-    """An arm that expands from entry points, run after the store arms (their text-only arms found
-    nothing to start it from earlier), from their fused best hits; its hits they did not return are
-    scored on them, and its list is made of what passes the request's filters."""
-    found = await arm.run(
-        ctx, query, _entry_points(ctx, retrieved, arm.name), retrieved.prepared.get(arm.name), "fused"
+async def _expand_from_fused(
+    name: str, expand: Expander, ctx: RecallContext, query: Query, retrieved: Retrieved
+) -> list[tuple[Memory, float]]:
+    """An arm that expands from entry points (``expand``), run after the store arms (their text-only
+    arms found nothing to start it from earlier), from their fused best hits; its hits they did not
+    return are scored on them, and its list is made of what passes the request's filters."""
+    found = await expand(
+        ctx, query, _entry_points(ctx, retrieved, name), retrieved.prepared.get(name), "fused"
     )
-    retrieved.details[arm.name] = found.detail
+    retrieved.details[name] = found.detail
     unknown = [m for m, _ in found.ranked if str(m) not in retrieved.memories]
     retrieved.add_scores(await score_ids(ctx, query, found, unknown, retrieved.embedding, retrieved.terms))
     return ranked_memories(ctx, found, retrieved, unknown)
 
 
-def _entry_points(ctx, retrieved: Retrieved, arm: str) -> dict:
+def _entry_points(ctx: RecallContext, retrieved: Retrieved, arm: str) -> dict[UUID, float]:
     """The top fused hits of the store arms, activation = fused score / best fused score."""
     if not retrieved.scores:
         return {}
@@ -291,7 +319,7 @@ def _entry_points(ctx, retrieved: Retrieved, arm: str) -> dict:
     return {c.memory.id: max(c.score / best, 0.0) for c in fused}
 
 
-def embed(embedder, texts: list[str], hypothetical: str | None) -> list:
+def embed(embedder: Embedder, texts: list[str], hypothetical: str | None) -> list[Vector]:
     """The question and its variants as queries; HyDE's hypothetical memory as a passage (it stands
     for a stored memory, so it is encoded as one)."""
     extra = [hypothetical] if hypothetical else []

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts_now
@@ -49,7 +51,7 @@ from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import CentroidsRead, RecallContext
 from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
-from memlane.pipeline.records import Query, Recalled, StageTrace, Trace, stable_key
+from memlane.pipeline.records import Candidate, Query, Recalled, StageTrace, Trace, stable_key
 
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 
@@ -58,11 +60,11 @@ def _texts(q: Query) -> int:
     return 1 + len(q.variants) + (1 if q.hypothetical else 0)
 
 
-def _threshold(ctx: RecallContext, candidates):
-    return threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query)
+def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    return Step(threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query))
 
 
-async def _assemble(ctx: RecallContext, candidates):
+async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[assemble.Packed]:
     req = ctx.request
     extras = None
     if req.include_context or req.include_entities:
@@ -77,7 +79,7 @@ async def _assemble(ctx: RecallContext, candidates):
             if req.include_entities
             else None,
         )
-    return await assemble.assemble(
+    packed = await assemble.assemble(
         candidates,
         limit=req.limit,
         max_tokens=req.max_tokens,
@@ -86,6 +88,7 @@ async def _assemble(ctx: RecallContext, candidates):
         show_project=req.spans_projects,
         extras=extras,
     )
+    return Step(packed)
 
 
 async def _retrieve(ctx: RecallContext, query: Query) -> Retrieved:
@@ -102,7 +105,7 @@ def _merge_traces(ctx: RecallContext, per_project: dict[str, Trace]) -> None:
         names += [st.stage for st in trace.stages if st.stage not in names]
     for name in names:
         runs = {p: st for p, t in per_project.items() for st in t.stages if st.stage == name}
-        detail: dict = {"projects": {}}
+        detail: dict[str, Any] = {"projects": {}}
         arms: dict[str, int] = {}
         for p, st in runs.items():
             detail["projects"][p] = {
@@ -135,7 +138,7 @@ async def _across_projects(ctx: RecallContext, query: Query) -> Retrieved:
     gate = asyncio.Semaphore(ctx.config.recall.adjust.max_parallel_projects)
     subs = {p: replace(ctx, request=req.of_project(p), trace=Trace()) for p in req.searched_projects}
 
-    async def one(sub: RecallContext):
+    async def one(sub: RecallContext) -> Retrieved:
         async with gate:
             return await _retrieve(sub, query)
 
@@ -169,17 +172,21 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
     if mode != "auto":
         route.set_result((mode == "fast", f"mode={mode}"))
 
-    async def analyse(c, q):
+    async def analyse(c: RecallContext, q: Query) -> Step[Query]:
         step = await intent.analyse(c, q)
         if not route.done() and c.usage.deferred:  # the client's model answers next round: ask all three now
             route.set_result((False, "waiting for the client's model"))
         if not route.done():
-            complexity = step.value.intent.complexity
-            route.set_result((complexity == "simple", f"{step.value.intent.source} intent: {complexity}"))
+            record = step.value.intent
+            assert record is not None  # analysis always records an intent (the offline one at least)
+            complexity = record.complexity
+            route.set_result((complexity == "simple", f"{record.source} intent: {complexity}"))
         return step
 
-    def gated(name, fn):
-        async def run(c, q):
+    def gated(
+        name: str, fn: Callable[[RecallContext, Query], Awaitable[Step[Query]]]
+    ) -> Callable[[RecallContext, Query], Awaitable[Step[Query]]]:
+        async def run(c: RecallContext, q: Query) -> Step[Query]:
             if stage_llm(c, name)[0] is None:  # nothing to route: the stage says why it cannot run
                 return await fn(c, q)
             if route.done() and route.result()[0]:
@@ -202,7 +209,7 @@ async def _understand(ctx: RecallContext, query: Query) -> tuple[Query, bool]:
             simple = intent.analyse_offline(q.text).complexity == "simple"
             route.set_result((simple, "offline intent: " + ("simple" if simple else "not simple")))
 
-    async def intent_stage():
+    async def intent_stage() -> Query:
         try:
             return await run_stage(ctx, "intent", analyse, query, count=_texts, fallback=query)
         finally:

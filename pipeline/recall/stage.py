@@ -1,8 +1,8 @@
 """The stage contract: what a recall stage receives, returns, and how it is traced.
 
-A stage is ``fn(ctx, value) -> Step | value`` (sync or async). It returns its output, optionally
-wrapped in a ``Step`` that carries a status other than "ran", trace details and the prompt it used;
-``run_stage`` times it, counts what went in and out, and records everything in the trace.
+A stage is ``fn(ctx, value) -> Step`` (sync or async). It returns its output wrapped in a ``Step``,
+which may carry a status other than "ran", trace details and the prompt it used; ``run_stage``
+times it, counts what went in and out, and records everything in the trace.
 
 An optional stage (one given a ``fallback``) that raises is marked ``degraded: <why>`` and the
 fallback (its input, unchanged) flows on: an LLM that times out or answers garbage costs that stage,
@@ -12,19 +12,31 @@ with the trace so far kept on the context.
 
 from __future__ import annotations
 
-import inspect
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Sized
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
-from memlane.pipeline.records import StageTrace
+from memlane.pipeline.records import StageTrace, Trace
+
+if TYPE_CHECKING:
+    from memlane.pipeline.llm.service import LLMService, StageLLM
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_REQUIRED = object()
+In = TypeVar("In")  # a stage's input
+Out = TypeVar("Out")  # a stage's output
+S = TypeVar("S", bound=Sized)  # counted with ``len`` when the stage names no count
+
+
+class _Required(Enum):
+    """``run_stage``'s fallback when none is given: the stage is required."""
+
+    REQUIRED = "required"
 
 
 @dataclass(slots=True)
@@ -35,22 +47,86 @@ class Step(Generic[T]):
     prompt: str | None = None  # name@vN#sha8 of the prompt an LLM stage used
 
 
+# What the stage runner and the LLM lookup read of the context. The recall's ``RecallContext`` is
+# the one they are given; they name only what they read, so that this module, which every stage
+# imports, does not import the context (whose read-aheads import stage 9, which imports this).
+class Traced(Protocol):
+    @property
+    def trace(self) -> Trace: ...
+
+
+class WithLLM(Protocol):
+    @property
+    def llm(self) -> LLMService | None: ...
+
+
+C = TypeVar("C", bound=Traced)  # the context a stage is run with
+# A stage: (context, input) -> its output in a ``Step``, sync or async.
+StageFn = Callable[[C, In], Step[Out] | Awaitable[Step[Out]]]
+
+
 def _reason(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
 
 
+@overload
 async def run_stage(
-    ctx,
+    ctx: C,
     name: str,
-    fn: Callable[..., Any],
-    value: Any,
+    fn: StageFn[C, S, S],
+    value: S,
+    *,
+    fallback: S = ...,
+    detail: dict[str, Any] | None = None,
+) -> S: ...
+@overload
+async def run_stage(
+    ctx: C,
+    name: str,
+    fn: StageFn[C, T, T],
+    value: T,
+    *,
+    count: Callable[[T], int],
+    fallback: T = ...,
+    detail: dict[str, Any] | None = None,
+) -> T: ...
+@overload
+async def run_stage(
+    ctx: C,
+    name: str,
+    fn: StageFn[C, In, S],
+    value: In,
+    *,
+    count_in: int,
+    fallback: S = ...,
+    detail: dict[str, Any] | None = None,
+) -> S: ...
+@overload
+async def run_stage(
+    ctx: C,
+    name: str,
+    fn: StageFn[C, In, Out],
+    value: In,
+    *,
+    count_in: int,
+    count: Callable[[Out], int],
+    fallback: Out = ...,
+    detail: dict[str, Any] | None = None,
+) -> Out: ...
+async def run_stage(
+    ctx: C,
+    name: str,
+    fn: StageFn[C, In, Out],
+    value: In,
     *,
     count_in: int | None = None,
+    # Counts the output, and the input when ``count_in`` is not given (the overloads above: then
+    # the input and the output are of one type); ``len`` by default (then they are sized).
     count: Callable[[Any], int] = len,
-    fallback: Any = _REQUIRED,
+    fallback: Out | _Required = _Required.REQUIRED,
     detail: dict[str, Any] | None = None,
-) -> Any:
+) -> Out:
     """Run one stage on ``value`` and record it in ``ctx.trace``; returns the stage's output."""
     st = StageTrace(
         stage=name,
@@ -62,18 +138,16 @@ async def run_stage(
     )
     t0 = time.perf_counter()
     try:
-        out = fn(ctx, value)
-        if inspect.isawaitable(out):
-            out = await out
-        if isinstance(out, Step):
-            st.status = out.status
-            st.detail.update(out.detail)
-            if out.prompt:
-                st.detail["prompt"] = out.prompt
-            out = out.value
+        ran = fn(ctx, value)
+        step = ran if isinstance(ran, Step) else await ran
+        st.status = step.status
+        st.detail.update(step.detail)
+        if step.prompt:
+            st.detail["prompt"] = step.prompt
+        out = step.value
     except Exception as e:
         st.detail["error"] = _reason(e)
-        if fallback is _REQUIRED:
+        if fallback is _Required.REQUIRED:
             st.status = f"failed: {_reason(e)}"
             raise
         log.warning("recall stage %s degraded: %s", name, _reason(e), exc_info=True)
@@ -86,7 +160,7 @@ async def run_stage(
     return out
 
 
-def cancel_all(futures) -> None:
+def cancel_all(futures: Iterable[asyncio.Future[Any] | None]) -> None:
     """Cancel work a recall started and no longer needs; of any that had already finished, collect
     the exception (raised where it was awaited, or not needed: the recall ended first), so none is
     reported as never retrieved."""
@@ -98,7 +172,7 @@ def cancel_all(futures) -> None:
             f.exception()
 
 
-def stage_llm(ctx, stage: str):
+def stage_llm(ctx: WithLLM, stage: str) -> tuple[StageLLM | None, str]:
     """(the stage's LLM or None, why not): no provider, the stage switched off, or no sampling."""
     if ctx.llm is None:
         return None, "no LLM provider"

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from memlane.pipeline.llm.replies import check_reply, junk, on_topic, repeats
 from memlane.pipeline.providers.llm.base import LLMError
+from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step, stage_llm
 from memlane.pipeline.records import Query
 
@@ -61,7 +62,7 @@ def parse_variants(text: str, question: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-async def synthesize(ctx, query: Query) -> Step[Query]:
+async def synthesize(ctx: RecallContext, query: Query) -> Step[Query]:
     llm, why = stage_llm(ctx, "synthesis")
     if llm is None:
         return Step(query, status=f"skipped: {why}")

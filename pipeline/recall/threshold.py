@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from memlane.pipeline.config import RecallConfig
 from memlane.pipeline.records import Candidate
 from memlane.pipeline.time.parser import parse, strip_expressions
 from memlane.pipeline.words import STOPWORDS, WORD, shares_word, token_rank
@@ -101,7 +102,7 @@ def _in_range(c: Candidate) -> bool:
     return c.arm_scores.get("temporal", 0.0) > 0
 
 
-def time_only(query: str, cfg) -> bool:
+def time_only(query: str, cfg: RecallConfig) -> bool:
     """Whether ``query`` asks for a time and nothing else: without its time expressions, its
     informative words are only words for "whatever happened" (``_ANY_EVENT``)."""
     ranges = parse(query, _ANY_TIME)
@@ -126,7 +127,7 @@ def in_range_first(kept: list[Candidate]) -> list[Candidate]:
 CONTEXT_MIN_GRAPH = 0.5
 
 
-def _with_context(candidates: list[Candidate], kept: list[Candidate], cfg) -> list[Candidate]:
+def _with_context(candidates: list[Candidate], kept: list[Candidate], cfg: RecallConfig) -> list[Candidate]:
     """``kept`` plus the dropped candidates that are sequence neighbours (same source, one position
     away) of a kept one, with a graph activation of at least ``CONTEXT_MIN_GRAPH`` and a cosine of
     at least ``recall.min_similarity``; in the candidates' order."""
@@ -155,7 +156,7 @@ def _with_context(candidates: list[Candidate], kept: list[Candidate], cfg) -> li
     return [c for c in candidates if id(c) in chosen] if added else kept
 
 
-def apply_floor(candidates: list[Candidate], cfg, query: str = "") -> list[Candidate]:
+def apply_floor(candidates: list[Candidate], cfg: RecallConfig, query: str = "") -> list[Candidate]:
     """The candidates that are evidence (see the module docstring), the question's time range
     first. ``cfg`` is the recall config section."""
     words = informative_words(query, cfg.informative_token_rank)

@@ -24,31 +24,90 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
 
-from memlane.pipeline.providers.embedding.base import calibrated
+from memlane.pipeline.config import EngineConfig
+from memlane.pipeline.providers.embedding.base import Embedder, calibrated
 from memlane.pipeline.records import Memory, Query, stable_key
-from memlane.pipeline.store.search import KeywordBounds
+from memlane.pipeline.request import Filters
+from memlane.pipeline.store.search import Hit, KeywordBounds, SearchQueries
 from memlane.pipeline.time.parser import TimeRange, parse, strip_expressions
 
 ARM = "temporal"
 
 
-def question_ranges(ctx, query: Query) -> list[TimeRange]:
+class TemporalRequest(Protocol):
+    """What the arm reads of the recall's request (``recall/query.py``'s ``RecallQuery``)."""
+
+    @property
+    def reference_time(self) -> datetime: ...
+
+    @property
+    def filters(self) -> Filters: ...
+
+
+class TemporalContext(Protocol):
+    """What the arm reads of the recall's context: recall passes its ``RecallContext``
+    (``recall/context.py``), which this layer, below recall, may not import."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def store(self) -> SearchQueries: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def request(self) -> TemporalRequest: ...
+
+
+class Found(Protocol):
+    """What the arm reads and adds to of what retrieval found so far (``recall/candidates.py``'s
+    ``Retrieved``)."""
+
+    @property
+    def arms(self) -> tuple[str, ...]: ...
+
+    @property
+    def memories(self) -> dict[str, Memory]: ...
+
+    @property
+    def scores(self) -> dict[str, dict[str, float]]: ...
+
+    @property
+    def vectors(self) -> list[list[float]]: ...
+
+    @property
+    def notes(self) -> dict[str, object]: ...
+
+    def add_exact(self, memory: Memory, scores: dict[str, float]) -> None: ...
+
+
+def question_ranges(ctx: TemporalContext, query: Query) -> list[TimeRange]:
     """The ranges of the question: the intent stage's, else parsed here."""
-    intent = query.intent
-    if intent is not None and getattr(intent, "time_ranges", None) is not None:
-        return list(intent.time_ranges)
+    # Read by name: the record's type (``recall/intent.py``) is a layer above this one, and
+    # ``Query.intent`` names only what the stages below it read (records.py).
+    given: tuple[TimeRange, ...] | None = getattr(query.intent, "time_ranges", None)
+    if given is not None:
+        return list(given)
     cfg = ctx.config.temporal
     return parse(query.text, ctx.request.reference_time, recent_days=cfg.recent_days)
 
 
-async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, str]:
+async def _anchor(
+    ctx: TemporalContext, r: TimeRange, embedding_of: Callable[[list[str]], Awaitable[list[list[float]]]]
+) -> tuple[TimeRange | None, str]:
     """An event range placed on the memory that best matches its event phrase."""
+    event = r.event
+    assert event is not None  # a range of kind "event" names its event (parser.py)
     cfg = ctx.config
-    vectors = await embedding_of([r.event])
+    vectors = await embedding_of([event])
     hits = await ctx.store.search(
-        text=r.event,
+        text=event,
         embedding=vectors[0] if vectors else None,
         filters=ctx.request.filters,
         k=cfg.temporal.candidates,
@@ -57,7 +116,7 @@ async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, st
     hits = calibrated(ctx.embedder, hits, ["vector"])  # the floor is on the reference scale
     best_bm25 = max((h.scores.get("keyword", 0.0) for h in hits), default=0.0)
 
-    def fused(h) -> float:
+    def fused(h: Hit) -> float:
         kw = h.scores.get("keyword", 0.0)
         return h.scores.get("vector", 0.0) + (kw / best_bm25 if best_bm25 > 0 else 0.0)
 
@@ -68,19 +127,21 @@ async def _anchor(ctx, r: TimeRange, embedding_of) -> tuple[TimeRange | None, st
         and h.scores.get("vector", 1.0) >= cfg.temporal.event_min_similarity
     ]
     if not usable:
-        return None, f"no memory matches the event {r.event!r} closely enough"
+        return None, f"no memory matches the event {event!r} closely enough"
     best = min(usable, key=lambda h: (-fused(h), *stable_key(h.memory)))
     m = best.memory
+    when = m.occurred_at
+    assert when is not None  # (usable: dated memories only)
     anchor = {
         "id": str(m.id),
-        "occurred_at": m.occurred_at.isoformat(),
+        "occurred_at": when.isoformat(),
         "content": m.content[:80],
         "similarity": round(best.scores.get("vector", 0.0), 3),
     }
-    return r.anchored(m.occurred_at, anchor), "anchored"
+    return r.anchored(when, anchor), "anchored"
 
 
-async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
+async def run(ctx: TemporalContext, query: Query, found: Found) -> list[tuple[Memory, float]]:
     """The arm (see the module docstring); notes what it did in ``found.notes[ARM]``."""
     started = time.perf_counter()
     cfg = ctx.config
@@ -92,7 +153,7 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
         found.notes[ARM] = "not run: no time expression in the question"
         return []
 
-    async def embedding_of(texts: list[str]):
+    async def embedding_of(texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(ctx.embedder.embed_queries, texts)
 
     resolved: list[TimeRange] = []
@@ -153,5 +214,5 @@ async def run(ctx, query: Query, found) -> list[tuple[Memory, float]]:
     return [(m, 1.0) for m in ranked]
 
 
-def _best(found, arm: str) -> float:
+def _best(found: Found, arm: str) -> float:
     return max((s.get(arm, 0.0) for s in found.scores.values()), default=0.0)

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import dateutil.parser
 
@@ -129,6 +129,8 @@ class TimeRange:
         """This event range, placed relative to ``when`` (the event memory's ``occurred_at``).
         The event's whole day counts as "at the event", so "after" starts with it."""
         day = _day(when)
+        start: datetime | None
+        end: datetime | None
         if self.direction == "before":
             start, end = (None if self.offset is None else day - self.offset), day + timedelta(days=1)
         else:
@@ -443,10 +445,18 @@ def _rule(pattern: str, build, flags=re.IGNORECASE) -> _Rule:
     return _Rule(re.compile(pattern, flags), build)
 
 
-def _from_atom(name: str) -> Callable[[re.Match, datetime], tuple[datetime, datetime, str] | None]:
+class _Groups(Protocol):
+    """What the span and offset rules read of their match: a ``re.Match``, or a ``_Swap`` of one."""
+
+    def group(self, name: str, /) -> str | Any: ...
+
+    def groupdict(self) -> dict[str, str | Any]: ...
+
+
+def _from_atom(name: str) -> Callable[[_Groups, datetime], tuple[datetime, datetime, str] | None]:
     """Parse the named sub-phrase of a match as an atom."""
 
-    def parse_sub(m: re.Match, ref: datetime):
+    def parse_sub(m: _Groups, ref: datetime) -> tuple[datetime, datetime, str] | None:
         sub = _ATOM_RE.fullmatch(m.group(name).strip())
         if sub is None or not _atom_ok(sub):
             return None
@@ -459,7 +469,7 @@ _ATOM_RE = re.compile(_ATOM_NAMED, re.IGNORECASE)
 _right = _from_atom("b")
 
 
-def _span(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+def _span(m: _Groups, ref: datetime, _s: dict) -> dict | None:
     a_text, b_text = m.group("a").strip(), m.group("b").strip()
     b = _right(m, ref)
     if b is None:
@@ -499,13 +509,13 @@ _OFFSETS = {"day": timedelta(days=1), "week": timedelta(days=7), "weekend": time
 _OFFSETS |= {"month": timedelta(days=30), "year": timedelta(days=365)}
 
 
-def _offset(m: re.Match) -> timedelta:
+def _offset(m: _Groups) -> timedelta:
     unit = m.group("unit").lower().rstrip("s")
     n = _number(m.group("n")) if m.groupdict().get("n") else 1
     return n * _OFFSETS[unit]
 
 
-def _relative_to_date(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+def _relative_to_date(m: _Groups, ref: datetime, _s: dict) -> dict | None:
     """ "the week before August 3, 2023", "two weeks before 11 August": the offset's width, ending
     at (or starting after) the date."""
     a = _from_atom("a")(m, ref)
@@ -519,7 +529,7 @@ def _relative_to_date(m: re.Match, ref: datetime, _s: dict) -> dict | None:
     return {"kind": "span", "start": a[1], "end": a[1] + off}
 
 
-def _relative_to_event(m: re.Match, ref: datetime, _s: dict) -> dict | None:
+def _relative_to_event(m: _Groups, ref: datetime, _s: dict) -> dict | None:
     event = m.group("event").strip()
     if _ATOM_RE.fullmatch(event) or re.fullmatch(r"(?:the\s+)?(?:day|week|month|year)s?", event, re.I):
         return None  # a date: the date rule reads it
@@ -661,10 +671,10 @@ def _season_rel_range(which: str, name: str, ref: datetime) -> tuple[datetime, d
 class _Swap:
     """A match whose alternative groups (``a2``, ``unit2``, ``wd2``) read as their main name."""
 
-    def __init__(self, m: re.Match) -> None:
+    def __init__(self, m: re.Match[str]) -> None:
         self._m = m
 
-    def group(self, name):
+    def group(self, name: str, /) -> str | Any:
         value = self._m.group(name)
         if value is None and isinstance(name, str) and name in self._m.re.groupindex:
             alt = name + "2"
@@ -672,7 +682,7 @@ class _Swap:
                 return self._m.group(alt)
         return value
 
-    def groupdict(self):
+    def groupdict(self) -> dict[str, str | Any]:
         d = self._m.groupdict()
         for k in list(d):
             if d[k] is None and (k + "2") in d:
