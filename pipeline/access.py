@@ -52,7 +52,7 @@ def readable_projects(principal: Principal | None, all_projects: Iterable[str]) 
 def check(principal: Principal | None, project: str) -> None:
     """Raise ``NotAllowed`` unless ``principal`` may use ``project``. The message is the same
     whether or not the project exists."""
-    if not allowed(principal, project):
+    if principal is not None and not allowed(principal, project):  # None: the local user, allowed all
         raise NotAllowed(
             f"the token {principal.name!r} may not use project {project!r}; it covers projects "
             f"matching {', '.join(principal.projects)}. Pass one of those as project, or ask for a "

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 # The retrieval arms a config may weigh, in the registry's order, with their default fusion weights.
 # The schema names them so a config file is checked without importing the stages;
@@ -468,7 +468,7 @@ class RecallConfig(Section):
 
     @field_validator("max_limit")
     @classmethod
-    def _max_at_least_default(cls, v: int, info) -> int:
+    def _max_at_least_default(cls, v: int, info: ValidationInfo) -> int:
         default = info.data.get("default_limit", 10)
         if v < default:
             raise ValueError(f"recall.max_limit ({v}) must be >= recall.default_limit ({default})")

@@ -26,7 +26,7 @@ from memlane.pipeline.recall.query import RecallQuery, asks_every_project
 from memlane.pipeline.records import Memory, Recalled, Remembered
 from memlane.pipeline.remember import ingest, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
-from memlane.pipeline.remember.ingest import IngestResult
+from memlane.pipeline.remember.ingest import IngestResult, Progress
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.runtime import Runtime
@@ -151,7 +151,7 @@ class Engine:
         occurred_at: Any = None,
         category: Any = None,
         tags: Any = None,
-        progress=None,
+        progress: Progress | None = None,
         principal: Principal | None = None,
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
@@ -263,7 +263,7 @@ class Engine:
         await self._written()
         return updated
 
-    async def reembed(self, batch_size: int = 256, progress=None) -> int:
+    async def reembed(self, batch_size: int = 256, progress: Callable[[int], object] | None = None) -> int:
         """Give every memory a vector from the configured model; resumable (only memories without a
         vector are embedded, so an interrupted run continues where it stopped)."""
         return await maintain.reembed(self.write_context(), batch_size, progress)

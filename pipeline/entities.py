@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from memlane.pipeline.words import STOPWORDS, token_rank
@@ -145,7 +145,7 @@ def extract(text: str, limit: int = MAX_ENTITIES) -> list[Entity]:
     found: list[tuple[int, Entity]] = []
     taken: list[tuple[int, int]] = []
 
-    def add(pattern: re.Pattern, kind: str, clean=lambda s: s) -> None:
+    def add(pattern: re.Pattern[str], kind: str, clean: Callable[[str], str] = lambda s: s) -> None:
         for m in pattern.finditer(text):
             if any(a < m.end() and m.start() < b for a, b in taken):
                 continue

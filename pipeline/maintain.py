@@ -26,6 +26,7 @@ from uuid import UUID
 from memlane.pipeline import validate as v
 from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import InvalidInput, StoreError
+from memlane.pipeline.records import Memory
 from memlane.pipeline.remember import facttypes, summaries
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.links import link_settings
@@ -112,9 +113,9 @@ async def _purge(ctx: TaskContext) -> dict[str, Any]:
     return {"purged": purged}
 
 
-def _provenance(rows) -> list[dict[str, Any]]:
+def _provenance(rows: list[Memory]) -> list[dict[str, Any]]:
     """What ``metadata.merged_from`` keeps of each merged-away memory (and of what it had absorbed)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for m in rows:
         content = m.content if len(m.content) <= PROVENANCE_CHARS else m.content[: PROVENANCE_CHARS - 1] + "…"
         out.append(
@@ -207,7 +208,8 @@ async def _summaries(ctx: TaskContext) -> dict[str, Any]:
         if not batch:
             break
         after = batch[-1]["id"]
-        updates, sums = [], {}
+        updates: list[tuple[UUID, list[str], str, str | None]] = []
+        sums: dict[tuple[str, str], list[Any]] = {}  # (project, topic): [vector sum, members, key terms]
         for row in batch:
             if row["embedding"] is None:  # `memlane reembed` has not reached it yet
                 skipped += 1
@@ -251,7 +253,8 @@ async def _links(ctx: TaskContext) -> dict[str, Any]:
             "would_delete_orphan_entities": await store.delete_orphan_entities(dry_run=True),
         }
     settings = link_settings(ctx.write.config.graph, ctx.write.embedder)
-    done, counts, after = 0, {}, None
+    done, after = 0, None
+    counts: dict[str, int] = {}
     ctx.report(0, total)
     while True:
         rows = await store.unlinked_ids(after, LINK_BATCH)
@@ -283,9 +286,12 @@ TASKS: dict[str, Task] = {
 }
 
 
-async def reembed(ctx: WriteContext, batch_size: int = 256, progress=None) -> int:
+async def reembed(
+    ctx: WriteContext, batch_size: int = 256, progress: Callable[[int], object] | None = None
+) -> int:
     """Give every memory a vector from the configured model; resumable (only memories without a
-    vector are embedded, so an interrupted run continues where it stopped)."""
+    vector are embedded, so an interrupted run continues where it stopped). ``progress(n)``: ``n``
+    more memories have their vector."""
     store, embedder = ctx.store, ctx.embedder
     recorded = await store.get_setting("embedding_model")
     recorded_dim = await store.get_setting("embedding_dim")

@@ -60,8 +60,8 @@ class Runtime:
         return data_dir_of(self.config.data_dir)
 
     _embedded: EmbeddedPostgres | None = None  # the embedded server, when there is one
-    _watcher: asyncio.Task | None = None
-    _prestarted: tuple[EmbeddedPostgres, concurrent.futures.Future] | None = None
+    _watcher: asyncio.Task[None] | None = None
+    _prestarted: tuple[EmbeddedPostgres, concurrent.futures.Future[str]] | None = None
 
     def prestart(self) -> None:
         """Start the embedded PostgreSQL now, in a thread, for the ``open`` to come (which then
@@ -69,7 +69,8 @@ class Runtime:
         for an external database."""
         if self.config.database.url is not None or self._prestarted is not None:
             return
-        embedded, started = EmbeddedPostgres(self.data_dir), concurrent.futures.Future()
+        embedded = EmbeddedPostgres(self.data_dir)
+        started: concurrent.futures.Future[str] = concurrent.futures.Future()  # the server's DSN
 
         def run() -> None:
             try:
@@ -202,15 +203,15 @@ class Runtime:
         self.embedder.load()
         count_tokens("warm")
 
-    _warming: concurrent.futures.Future | None = None
+    _warming: concurrent.futures.Future[None] | None = None
 
-    def warm_in_background(self) -> concurrent.futures.Future:
+    def warm_in_background(self) -> concurrent.futures.Future[None]:
         """``warm`` in a daemon thread, started once however often this is called; the future holds
         its error, if any (the first embedding meets the same one and reports it). A daemon thread,
         not an executor's: a thread still loading the model would be joined at exit and hold up a
         process whose client has already gone."""
         if self._warming is None:
-            warming: concurrent.futures.Future = concurrent.futures.Future()
+            warming: concurrent.futures.Future[None] = concurrent.futures.Future()
 
             def run() -> None:
                 try:

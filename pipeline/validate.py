@@ -251,7 +251,13 @@ def fact_types_filter(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list | tuple):
         raise InvalidInput(f"fact_types must be a list of {', '.join(FACT_TYPES)}")
-    return tuple(dict.fromkeys(fact_type_value(v) for v in value))
+    checked: list[str] = []
+    for v in value:
+        kind = fact_type_value(v)
+        if kind is None:  # "classify it" for a memory's fact_type; in a filter it names nothing
+            raise InvalidInput(f"fact_types must be a list of {', '.join(FACT_TYPES)}; got None in it")
+        checked.append(kind)
+    return tuple(dict.fromkeys(checked))
 
 
 def topics_filter(value: Any) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from memlane.pipeline.errors import ConfigError
 
@@ -102,7 +103,7 @@ def parse(text: str, *, where: str) -> Prompt:
     )
 
 
-def _root():
+def _root() -> Traversable:
     return resources.files("memlane.prompts")
 
 

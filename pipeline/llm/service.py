@@ -16,9 +16,9 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from memlane.pipeline.config import LLM_STAGES, LLMConfig
+from memlane.pipeline.config import LLM_STAGES, LLMConfig, ModelPrice
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.providers.llm import make_provider
 from memlane.pipeline.providers.llm.base import LLM, LLMDeferred, LLMError, LLMReply
@@ -36,7 +36,7 @@ class Usage:
     priced: bool = False
     deferred: int = 0  # stages whose answer comes in a later round (MCP sampling)
 
-    def add(self, reply: LLMReply, *, cached: bool, prices: dict) -> None:
+    def add(self, reply: LLMReply, *, cached: bool, prices: dict[str, ModelPrice]) -> None:
         if cached:
             self.cached += 1
             return
@@ -106,6 +106,16 @@ class Answer:
         return {"model": self.model, "cached": self.cached, "llm_ms": round(self.latency_ms, 1), **self.usage}
 
 
+class AskContext(Protocol):
+    """What ``StageLLM.ask`` reads of its caller: the usage its calls add to, and the time left
+    (a recall's context, or ``LLMBudget`` outside a recall)."""
+
+    @property
+    def usage(self) -> Usage: ...
+
+    def remaining_s(self) -> float | None: ...
+
+
 @dataclass(slots=True)
 class StageLLM:
     """One stage's provider, model and prompt."""
@@ -116,7 +126,7 @@ class StageLLM:
     prompt: prompts.Prompt
     model_key: str  # provider:model, part of the cache key
 
-    async def ask(self, ctx, **variables: str) -> Answer:
+    async def ask(self, ctx: AskContext, **variables: str) -> Answer:
         """Render the prompt, answer from the cache or the provider before the recall's deadline;
         calls and tokens go to the recall's usage (``ctx.usage``) and the process totals."""
         usage, timeout_s = ctx.usage, ctx.remaining_s()

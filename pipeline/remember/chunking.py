@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def split_turns(text: str) -> list[Turn]:
     return turns
 
 
-def _message_turns(messages: list) -> list[Turn]:
+def _message_turns(messages: list[Any]) -> list[Turn]:
     turns = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "content" not in msg:

@@ -66,7 +66,7 @@ class Verdict:
 
 
 @functools.cache
-def _compiled(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern], ...]:
+def _compiled(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((p, re.compile(p, re.IGNORECASE)) for p in patterns)
 
 

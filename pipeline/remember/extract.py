@@ -40,7 +40,8 @@ def parse_reply(
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             continue
         name = item["name"].strip()[:200]
-        kind = item.get("kind") if item.get("kind") in KINDS else "name"
+        given = item.get("kind")
+        kind = given if isinstance(given, str) and given in KINDS else "name"
         key = normalise(name)
         if key:
             entities.append(Entity(key, name, kind))
@@ -64,7 +65,7 @@ async def enrich(ctx: WriteContext, created: list[tuple[UUID, str, str]]) -> dic
     store = ctx.store
     budget = LLMBudget(timeout_s=ctx.config.llm.timeout_s * 2)
 
-    async def one(mid: UUID, project: str, content: str):
+    async def one(mid: UUID, project: str, content: str) -> tuple[LinkItem, list[tuple[UUID, UUID]]]:
         edges = await store.memory_edges([mid], ("relates_to",))
         earlier = [b for a, b, _, _ in edges if a == mid][:5]
         texts = await store.contents(earlier)
@@ -74,7 +75,9 @@ async def enrich(ctx: WriteContext, created: list[tuple[UUID, str, str]]) -> dic
         return LinkItem(mid, project, entities), pairs
 
     results = await asyncio.gather(*(one(*c) for c in created), return_exceptions=True)
-    items, causes, failed = [], [], 0
+    items: list[LinkItem] = []
+    causes: list[tuple[UUID, UUID]] = []
+    failed = 0
     for r in results:
         if isinstance(r, BaseException):
             failed += 1

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 import numpy as np
@@ -40,11 +41,15 @@ from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
 if TYPE_CHECKING:
+    from memlane.pipeline.config import EngineConfig
     from memlane.pipeline.remember.context import WriteContext
 
 KINDS = ("conversation", "document")
 EMBED_BATCH = 64
 PREVIEW_CHARS = 80
+
+# ``progress(done, total)``: pieces embedded so far, of all the pieces kept.
+Progress: TypeAlias = Callable[[int, int], object]
 
 
 @dataclass(slots=True)
@@ -78,6 +83,11 @@ class Piece:
         return out
 
 
+# A piece to store: with its parsed memory, its vector and its nearest stored memories (id,
+# similarity), best first.
+ToStore: TypeAlias = tuple[Piece, MemoryInput, list[float], list[tuple[UUID, float]]]
+
+
 @dataclass(slots=True)
 class IngestResult:
     project: str
@@ -95,7 +105,7 @@ class IngestResult:
             "filtered": c["filtered"],
         }
 
-    def filtered_by(self) -> dict[str, int]:
+    def filtered_by(self) -> dict[str | None, int]:
         """How many pieces each filter check dropped."""
         return dict(Counter(p.rule for p in self.pieces if p.status == "filtered").most_common())
 
@@ -113,7 +123,9 @@ def default_source(text: str) -> str:
     return "ingest:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
-def split(text: str, kind: str, config, embed) -> list[tuple[str, str, int | None]]:
+def split(
+    text: str, kind: str, config: EngineConfig, embed: Callable[[list[str]], list[list[float]]]
+) -> list[tuple[str, str, int | None]]:
     """(content, body, turn) per piece, in order; body is the content without its speaker prefix."""
     ch = config.chunker
 
@@ -154,7 +166,7 @@ async def ingest(
     occurred_at: Any = None,
     category: Any = None,
     tags: Any = None,
-    progress=None,
+    progress: Progress | None = None,
     principal: Principal | None = None,
 ) -> IngestResult:
     cfg = ctx.config
@@ -177,6 +189,7 @@ async def ingest(
         cfg, {"content": "probe", **common, "source": source if source is not None else default_source(text)}
     )
     access.check(principal, probe.project)
+    assert probe.source is not None  # given above, and a given source stays one
     result = IngestResult(project=probe.project, source=probe.source, kind=kind)
 
     raw = await asyncio.to_thread(split, text, kind, cfg, ctx.embedder.embed_batch)
@@ -198,7 +211,7 @@ async def ingest(
 
 
 def _parse_and_filter(
-    cfg, result: IngestResult, raw: list[tuple[str, str, int | None]], common: dict[str, Any]
+    cfg: EngineConfig, result: IngestResult, raw: list[tuple[str, str, int | None]], common: dict[str, Any]
 ) -> list[tuple[Piece, MemoryInput]]:
     """Parse (secrets redacted) and filter every piece, appended to ``result``; the kept ones, parsed."""
     kept: list[tuple[Piece, MemoryInput]] = []
@@ -224,14 +237,14 @@ def _parse_and_filter(
 
 
 async def _novelty(
-    ctx: WriteContext, project: str, kept: list[tuple[Piece, MemoryInput]], progress
-) -> list[tuple[Piece, MemoryInput, list[float], list]]:
+    ctx: WriteContext, project: str, kept: list[tuple[Piece, MemoryInput]], progress: Progress | None
+) -> list[ToStore]:
     """Embed and novelty: in batches, one nearest-neighbour statement per batch, earlier pieces too;
     a piece at or above the threshold is marked a duplicate, the others come back to be stored
     with their vectors and neighbours."""
     cfg = ctx.config
     threshold = cfg.filter.novelty_threshold
-    to_store: list[tuple[Piece, MemoryInput, list[float], list]] = []
+    to_store: list[ToStore] = []
     stored_vecs: list[np.ndarray] = []
     stored_pieces: list[Piece] = []
     done = 0
@@ -242,7 +255,9 @@ async def _novelty(
         nearest = await ctx.store.nearest_many(project, vecs, max(1, cfg.graph.relates_to_k))
         for (piece, item), vec, near in zip(batch, vecs, nearest, strict=True):
             arr = np.asarray(vec, dtype=np.float32)
-            best_id, best_sim, best_piece = None, -1.0, None
+            best_id: UUID | None = None
+            best_sim = -1.0
+            best_piece: Piece | None = None
             if near:
                 best_id, best_sim = near[0]
             if stored_vecs:
@@ -266,7 +281,7 @@ async def _novelty(
     return to_store
 
 
-async def _store(ctx: WriteContext, to_store: list[tuple[Piece, MemoryInput, list[float], list]]) -> None:
+async def _store(ctx: WriteContext, to_store: list[ToStore]) -> None:
     """Topics, insert and links, as for remember (``write.store_inputs``), with the vectors and
     neighbours found already; each piece learns its id, or that it was already stored."""
     inputs = [m for _, m, _, _ in to_store]

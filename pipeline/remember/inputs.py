@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
@@ -21,11 +21,14 @@ from memlane.pipeline.remember import secrets
 from memlane.pipeline.request import Request, config_of
 from memlane.pipeline.validate import fact_type_value
 
+# What ``[remember] secrets`` applies to: the content, and the metadata object.
+_Redactable = TypeVar("_Redactable", str, dict[str, Any])
 
-def _secrets(value: Any, field: str, info: ValidationInfo) -> Any:
+
+def _secrets(value: _Redactable, field: str, info: ValidationInfo) -> _Redactable:
     """``[remember] secrets`` on a validated field; the counts go to the parse call's context."""
     ctx = info.context if info.context is not None else {}
-    counts = ctx.setdefault("redacted", Counter())
+    counts: Counter[str] = ctx.setdefault("redacted", Counter())
     return secrets.apply_deep(value, config_of(info).remember.secrets, field, counts)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from memlane.pipeline.config import GraphConfig
 from memlane.pipeline.entities import Entity, extract
-from memlane.pipeline.providers.embedding.base import unit_rows
+from memlane.pipeline.providers.embedding.base import Embedder, unit_rows
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.store.graph import LinkItem, LinkRows, LinkSettings
 from memlane.pipeline.store.rows import StoredRow
@@ -29,7 +29,8 @@ def relates_targets(
     (created_at, id) order ``memlane maintain`` rebuilds by. ``candidates``: stored memories' ids
     and indexes of other rows of the batch, with their similarity; ``stored``: the batch's (id,
     created) per row, as ``Store.insert`` returns them."""
-    me, best = stored[i][0], {}
+    me = stored[i][0]
+    best: dict[UUID, float] = {}
     for t, w in candidates:
         if isinstance(t, int):
             t, new = stored[t]
@@ -78,7 +79,7 @@ class LinkPlan:
         return LinkRows([LinkItem(memory_id, project, extract(content))], self.settings)
 
 
-def link_settings(cfg: GraphConfig, embedder=None) -> LinkSettings:
+def link_settings(cfg: GraphConfig, embedder: Embedder | None = None) -> LinkSettings:
     """The link rules of ``[graph]``; ``relates_to_min_similarity`` is on the reference cosine scale
     (``Embedder.calibrate``), so it is turned into ``embedder``'s raw cosine, which the stored
     vectors give."""
@@ -116,7 +117,9 @@ def relates_to(
     return out
 
 
-def link_plan(cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True, embedder=None) -> LinkPlan:
+def link_plan(
+    cfg: GraphConfig, inputs: list[MemoryInput], *, chain: bool = True, embedder: Embedder | None = None
+) -> LinkPlan:
     """The graph part of a write: each memory's entities, and whether the batch is one conversation
     (it shares a source, gives no positions and has more than one memory: remembered in order)."""
     sources = {m.source for m in inputs}

@@ -21,7 +21,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from memlane.pipeline.errors import InvalidInput
 
@@ -160,8 +160,13 @@ def apply(text: str, mode: str, where: str, counts: Counter[str]) -> str:
     return new
 
 
+@overload
+def apply_deep(value: str, mode: str, where: str, counts: Counter[str]) -> str: ...
+@overload
+def apply_deep(value: dict[str, Any], mode: str, where: str, counts: Counter[str]) -> dict[str, Any]: ...
 def apply_deep(value: Any, mode: str, where: str, counts: Counter[str]) -> Any:
-    """``apply`` on every string in a JSON value (metadata), keys included."""
+    """``apply`` on every string in a JSON value (metadata), keys included: a string stays a
+    string and an object an object."""
     if isinstance(value, str):
         return apply(value, mode, where, counts)
     if isinstance(value, dict):

@@ -18,9 +18,10 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memlane.pipeline.config import SummariesConfig
 from memlane.pipeline.llm.service import LLMBudget
@@ -29,6 +30,7 @@ from memlane.pipeline.words import STOPWORDS
 
 if TYPE_CHECKING:
     from memlane.pipeline.llm.service import LLMService
+    from memlane.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,10 @@ EXTRACT_CHARS = 300  # each memory of an extract is cut to this
 LLM_MEMORIES = 20  # the most central memories an LLM summarises
 LLM_SUMMARY_CHARS = 1000
 _WORD = re.compile(r"[a-z][a-z0-9'-]*[a-z0-9]")
+
+# ``summarise(category, memories, key_terms)``: (summary, source) from an LLM, or None to keep the
+# extract (``llm_summariser``).
+Summariser: TypeAlias = Callable[[str, list[str], list[str]], Awaitable[tuple[str, str] | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,7 @@ def _doc_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in STOPWORDS and "'" not in w}
 
 
-async def key_terms(store, project: str, contents: list[str], n: int) -> list[str]:
+async def key_terms(store: Store, project: str, contents: list[str], n: int) -> list[str]:
     """The ``n`` words that best tell this category from the rest of the project."""
     if not contents:
         return []
@@ -86,7 +92,12 @@ def extract(memories: list[str]) -> str:
 
 
 async def refresh(
-    store, project: str, category: str, cfg: SummariesConfig, pending: int, summarise=None
+    store: Store,
+    project: str,
+    category: str,
+    cfg: SummariesConfig,
+    pending: int,
+    summarise: Summariser | None = None,
 ) -> None:
     """Rebuild one summary. ``summarise(category, memories, key_terms)``, when given, returns
     (summary, source) from an LLM, or None to keep the extract."""
@@ -111,7 +122,7 @@ async def refresh(
 
 
 async def refresh_stale(
-    store, project: str | None, cfg: SummariesConfig, *, fraction: float | None = None
+    store: Store, project: str | None, cfg: SummariesConfig, *, fraction: float | None = None
 ) -> int:
     """Refresh the summaries whose categories changed enough; returns how many."""
     stale = await store.stale_categories(project, cfg.refresh_fraction if fraction is None else fraction)
@@ -121,7 +132,7 @@ async def refresh_stale(
 
 
 async def category_summaries(
-    store, project: str, cfg: SummariesConfig | None = None
+    store: Store, project: str, cfg: SummariesConfig | None = None
 ) -> list[CategorySummary]:
     """A project's category summaries, largest category first; those whose category changed by
     ``refresh_fraction`` or more since they were made are refreshed first (offline)."""
@@ -133,7 +144,7 @@ async def category_summaries(
     ]
 
 
-def llm_summariser(service: LLMService | None):
+def llm_summariser(service: LLMService | None) -> Summariser | None:
     """``summarise`` for ``refresh`` from the ``category_summary`` LLM stage, or None when no LLM
     is configured for it. A failed call keeps the offline extract."""
     if service is None:
@@ -142,7 +153,7 @@ def llm_summariser(service: LLMService | None):
     if llm is None:
         return None
 
-    async def summarise(category: str, memories: list[str], terms: list[str]):
+    async def summarise(category: str, memories: list[str], terms: list[str]) -> tuple[str, str] | None:
         # Memory text is user data: each on its own line, and nothing in it can close the tag.
         lines = "\n".join("- " + " ".join(m.replace("</memories>", "").split()) for m in memories)
         try:

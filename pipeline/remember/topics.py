@@ -29,15 +29,23 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from memlane.pipeline.words import STOPWORDS, same_word, token_rank
 
 if TYPE_CHECKING:
+    from pgvector import Vector
+
     from memlane.pipeline.config import TopicsConfig
+    from memlane.pipeline.providers.embedding.base import Embedder
+    from memlane.pipeline.store import Store
+
+# A memory's embedding: a list (the write path's), an array, or a pgvector ``Vector`` (the store's).
+EmbeddingValue: TypeAlias = "Sequence[float] | np.ndarray | Vector"
 
 # Further topics of a memory must be within this much of its best topic's confidence.
 TOPIC_MARGIN = 0.08
@@ -94,7 +102,7 @@ class Assignment:
     confidences: tuple[float, ...] = ()
 
 
-def _array(vec) -> np.ndarray:
+def _array(vec: EmbeddingValue) -> np.ndarray:
     """A float32 array of a list, an array or a pgvector ``Vector`` (what the store returns)."""
     if hasattr(vec, "to_numpy"):
         vec = vec.to_numpy()
@@ -138,7 +146,7 @@ class Topics:
     """Assigns topics for one engine: the fixed topics' vectors and a short-lived cache of each
     project's automatic topics."""
 
-    def __init__(self, cfg: TopicsConfig, embedder) -> None:
+    def __init__(self, cfg: TopicsConfig, embedder: Embedder) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self._fixed: list[Topic] | None = None
@@ -175,7 +183,7 @@ class Topics:
                 t.vector = t.unit()  # (already unit: its cached unit vector stays right)
         return self._fixed
 
-    async def auto_topics(self, store, project: str) -> list[Topic]:
+    async def auto_topics(self, store: Store, project: str) -> list[Topic]:
         """A project's automatic topics, from the cache while it is fresh."""
         if self.cfg.taxonomy == "fixed":
             return []
@@ -188,7 +196,7 @@ class Topics:
         self._auto[project] = (now + AUTO_TOPICS_TTL_S, topics)
         return topics
 
-    def forget_cache(self, projects=None) -> None:
+    def forget_cache(self, projects: Iterable[str] | None = None) -> None:
         if projects is None:
             self._auto.clear()
         for p in projects or ():
@@ -202,7 +210,7 @@ class Topics:
         return [s for s in scored if s[0] >= best - TOPIC_MARGIN][: self.cfg.max_topics_per_entry]
 
     def assign(
-        self, content: str, vec, fixed: list[Topic], auto: list[Topic], *, learn: bool = True
+        self, content: str, vec: EmbeddingValue, fixed: list[Topic], auto: list[Topic], *, learn: bool = True
     ) -> Assignment:
         """The topics of one memory. An automatic topic it joins or creates is updated in ``auto``
         (the caller's list) at once, so the next memory of the batch sees it. ``learn=False``: only
@@ -211,8 +219,8 @@ class Topics:
         v = _array(vec)
         lower = content.lower()
         words = set(_words(content))
+        scored: list[tuple[float, Topic]] = []
         if cfg.taxonomy != "auto" and fixed:
-            scored = []
             for t in fixed:
                 conf = float(v @ t.vector) + (
                     cfg.keyword_weight if _keyword_hit(t.keywords, words, lower) else 0.0
@@ -256,13 +264,17 @@ class Topics:
             tuple(round(c, 4) for c, _ in chosen),
         )
 
-    async def assign_batch(self, store, items: list[tuple[str, str]], vectors) -> list[Assignment]:
+    async def assign_batch(
+        self, store: Store, items: list[tuple[str, str]], vectors: Sequence[EmbeddingValue]
+    ) -> list[Assignment]:
         """Topics for (project, content) pairs with their embeddings, in order."""
         fixed = await asyncio.to_thread(self.fixed) if self._fixed is None else self._fixed
         autos = {p: await self.auto_topics(store, p) for p in dict.fromkeys(p for p, _ in items)}
         return [self.assign(c, vec, fixed, autos[p]) for (p, c), vec in zip(items, vectors, strict=True)]
 
-    async def reassign(self, store, project: str, content: str, vec) -> tuple[str, ...]:
+    async def reassign(
+        self, store: Store, project: str, content: str, vec: EmbeddingValue
+    ) -> tuple[str, ...]:
         """Topics of a memory whose text changed, among the topics that exist."""
         fixed = await asyncio.to_thread(self.fixed) if self._fixed is None else self._fixed
         return self.assign(content, vec, fixed, await self.auto_topics(store, project), learn=False).topics

@@ -30,7 +30,7 @@ import html
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memlane.pipeline.llm.service import LLMBudget, StageLLM, parse_json
 from memlane.pipeline.providers.llm.base import LLMError
@@ -40,6 +40,8 @@ from memlane.pipeline.validate import FACT_TYPES
 if TYPE_CHECKING:
     from memlane.pipeline.config import LLMConfig
     from memlane.pipeline.llm.service import LLMService
+    from memlane.pipeline.remember.inputs import MemoryInput
+    from memlane.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,9 @@ MAX_NAME_WORDS = 6
 MEMORY_CHARS = 2000  # each memory's text is cut to this in the prompt
 EXISTING_LIMIT = 200  # automatic topic names shown, the largest first
 _EDGE = " \t.,;:!?'\"`-_/\\|*#()[]{}<>"
+
+# {memory index: (topic names, fact type or None)}: what the LLM answered for each memory.
+Answers: TypeAlias = dict[int, tuple[tuple[str, ...], str | None]]
 
 
 def normalise_name(value: Any) -> str | None:
@@ -66,14 +71,14 @@ def normalise_name(value: Any) -> str | None:
     return name
 
 
-def parse_reply(data: Any, count: int) -> dict[int, tuple[tuple[str, ...], str | None]]:
+def parse_reply(data: Any, count: int) -> Answers:
     """``{number: (topic names, fact type or None)}`` of one reply for ``count`` memories. Entries
     that are malformed or out of range are left out (those memories keep their offline answer);
     a reply that is not a JSON object or list is an LLMError."""
     items = data.get("memories") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise LLMError("topics reply has no list of memories")
-    out: dict[int, tuple[tuple[str, ...], str | None]] = {}
+    out: Answers = {}
     for item in items:
         if not isinstance(item, dict):
             continue
@@ -116,7 +121,9 @@ class TopicsLLM:
     timeout_s: float
     kept_offline: int = 0  # memories this object left with their offline topics (no accepted answer)
 
-    async def __call__(self, store, inputs: list, vectors, assigned: list[Assignment]) -> tuple[list, list]:
+    async def __call__(
+        self, store: Store, inputs: list[MemoryInput], vectors: list[list[float]], assigned: list[Assignment]
+    ) -> tuple[list[MemoryInput], list[Assignment]]:
         """(inputs, assignments), refined where the LLM answered; never raises."""
         try:
             return await self._refine(store, inputs, vectors, assigned)
@@ -126,8 +133,8 @@ class TopicsLLM:
             return inputs, assigned
 
     async def _ask(
-        self, indices: list[int], inputs: list, existing: list[str], fixed: list[str]
-    ) -> dict[int, tuple[tuple[str, ...], str | None]]:
+        self, indices: list[int], inputs: list[MemoryInput], existing: list[str], fixed: list[str]
+    ) -> Answers:
         asked = self.llm.ask(
             LLMBudget(),  # no recall deadline: this call's own bound is timeout_s
             memories=_memories([inputs[i].content for i in indices]),
@@ -145,7 +152,9 @@ class TopicsLLM:
             raise LLMError("the reply is not JSON") from None  # its text may quote a memory: not logged
         return {indices[n - 1]: v for n, v in parse_reply(data, len(indices)).items()}
 
-    async def _refine(self, store, inputs: list, vectors, assigned: list[Assignment]) -> tuple[list, list]:
+    async def _refine(
+        self, store: Store, inputs: list[MemoryInput], vectors: list[list[float]], assigned: list[Assignment]
+    ) -> tuple[list[MemoryInput], list[Assignment]]:
         cfg = self.topics.cfg
         fixed = [t.name for t in cfg.custom_topics] if cfg.taxonomy != "auto" else []
         by_project: dict[str, list[int]] = {}
@@ -164,12 +173,12 @@ class TopicsLLM:
         # Each call's timeout starts when it may go out: at most [llm] max_concurrency at once.
         gate = asyncio.Semaphore(self.llm.service.cfg.max_concurrency)
 
-        async def ask(p: str, idx: list[int]):
+        async def ask(p: str, idx: list[int]) -> Answers:
             async with gate:
                 return await self._ask(idx, inputs, offered[p], fixed)
 
         replies = await asyncio.gather(*(ask(p, idx) for p, idx in chunks), return_exceptions=True)
-        answers: dict[int, tuple[tuple[str, ...], str | None]] = {}
+        answers: Answers = {}
         for (_, idx), reply in zip(chunks, replies, strict=True):
             if isinstance(reply, BaseException):
                 if not isinstance(reply, Exception):
@@ -190,10 +199,12 @@ class TopicsLLM:
 
         fixed_set = set(fixed)
         created: dict[str, dict[str, tuple[str, ...]]] = {p: {} for p in by_project}
-        out_inputs, out_assigned, moved = [], [], False
+        out_inputs: list[MemoryInput] = []
+        out_assigned: list[Assignment] = []
+        moved = False
         for i, (m, offline) in enumerate(zip(inputs, assigned, strict=True)):
             answer = answers.get(i)
-            refined = None
+            refined: Assignment | None = None
             if answer is not None:
                 names, kind = answer
                 refined = self._accept(names, m.content, fixed_set, existing[m.project], created[m.project])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -42,7 +42,8 @@ from memlane.pipeline.remember import content_filter, extract, facttypes
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
-from memlane.pipeline.store import StoredRow
+from memlane.pipeline.remember.topics import Assignment
+from memlane.pipeline.store import Store, StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
 from memlane.pipeline.store.rows import WRITTEN
 
@@ -142,19 +143,21 @@ async def _remember_in_parts(
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].content))
     parts = split_parts(order)
     texts = [[inputs[i].content for i in part] for part in parts]
-    started = embed_texts_now(ctx.embedder, texts[0], timeout)
-    near: list[Near] = []
+    first = embed_texts_now(ctx.embedder, texts[0], timeout)
     try:
         links = link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder)
     except BaseException:
-        started.cancel()
+        first.cancel()
         raise
+    # The part under way at the model (None after the last): the next is sent as one is stored.
+    started: asyncio.Future[list[list[float]]] | None = first
+    near: list[Near] = []
     k = max(similar[1], links.settings.relates_to_k)
     final: list[MemoryInput] = list(inputs)
-    vectors: list = [None] * len(inputs)
+    vectors: list[list[float]] = [[] for _ in inputs]  # each part's, in place as it is embedded
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
 
-    async def prepared() -> AsyncIterator[tuple[list[int], list[StoredRow]]]:
+    async def prepared() -> AsyncGenerator[tuple[list[int], list[StoredRow]], None]:
         nonlocal started, near
         try:
             for p, part in enumerate(parts):
@@ -266,7 +269,9 @@ async def store_inputs(
 
 
 async def embed(
-    ctx: WriteContext, inputs: list[MemoryInput], started: asyncio.Future | None = None
+    ctx: WriteContext,
+    inputs: list[MemoryInput],
+    started: asyncio.Future[list[list[float]]] | None = None,
 ) -> list[list[float]]:
     """Step 4: the inputs' embeddings, off the event loop, bounded by ``embed_timeout_s``;
     ``started``: the same already under way (``embed_texts_now``)."""
@@ -298,7 +303,7 @@ async def novelty(
     if k > 0 and inputs:
         if found is None:
             found = await _nearest(ctx.store, inputs, vectors, k)
-        if limit > 0:
+        if similar is not None and limit > 0:
             threshold = similar[0]
             near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]
         if links is not None and links.settings.relates_to_k > 0:
@@ -308,7 +313,7 @@ async def novelty(
 
 async def assign_topics(
     ctx: WriteContext, inputs: list[MemoryInput], vectors: list[list[float]]
-) -> tuple[list[MemoryInput], list[Any]]:
+) -> tuple[list[MemoryInput], Sequence[Assignment | None]]:
     """Step 6, when ``[topics] enabled``: topics offline (refined by the ``topics`` LLM stage when
     it serves the write) and fact types; the first topic becomes the category when the caller gave
     none. (inputs, one assignment or None per input)."""
@@ -334,7 +339,7 @@ async def insert(
     ctx: WriteContext,
     inputs: list[MemoryInput],
     vectors: list[list[float]],
-    assigned: list[Any],
+    assigned: Sequence[Assignment | None],
     *,
     links: LinkPlan | None,
     near: list[Near],
@@ -361,7 +366,7 @@ def _topics_kept_only_if_stored(ctx: WriteContext, inputs: list[MemoryInput]) ->
 def stored_rows(
     inputs: list[MemoryInput],
     vectors: list[list[float]],
-    assigned: list[Any],
+    assigned: Sequence[Assignment | None],
     sequence: tuple[str, float | None] | None = None,
 ) -> list[StoredRow]:
     """The rows step 7 writes: each input's columns as the caller gave them (checked), with its
@@ -434,7 +439,9 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
 # -- the neighbour search (step 5) -------------------------------------------------------------
 
 
-async def _nearest(store, inputs: list[MemoryInput], vectors, k: int) -> list[list[tuple[UUID, float]]]:
+async def _nearest(
+    store: Store, inputs: list[MemoryInput], vectors: list[list[float]], k: int
+) -> list[list[tuple[UUID, float]]]:
     """Each input's ``k`` nearest stored memories of its project: one search per project, a large
     batch of an indexed project's split in two, up to ``store.parallel_reads`` at once: each is
     one server process's work, which the batch's embedding no longer holds up."""

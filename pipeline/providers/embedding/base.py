@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from memlane.pipeline.config import EmbeddingConfig
 
 MINILM_MODEL = "all-MiniLM-L6-v2"  # the default model, on onnxruntime ("onnx") or torch ("local")
 
@@ -43,7 +48,7 @@ SAME_VECTORS = (frozenset({f"onnx:{MINILM_MODEL}", f"local:{MINILM_MODEL}"}),)
 REFERENCE_UNRELATED = 0.01
 
 
-def unit_rows(vectors) -> np.ndarray:
+def unit_rows(vectors: npt.ArrayLike) -> np.ndarray:
     """The rows of ``vectors`` scaled to unit length (float32); an all-zero row stays zero."""
     mat = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
@@ -69,8 +74,8 @@ class Embedder(ABC):
         self._loaded = False
 
     @classmethod
-    def from_settings(cls, cfg, model: str | None) -> Embedder:
-        """Built from ``[embedding]`` (``cfg``, the EmbeddingConfig) with ``model`` (None: this
+    def from_settings(cls, cfg: EmbeddingConfig, model: str | None) -> Embedder:
+        """Built from ``[embedding]`` (``cfg``) with ``model`` (None: this
         provider's default); a setting it cannot work with is a ConfigError that names it."""
         raise NotImplementedError  # pragma: no cover - every embedder overrides it
 
@@ -143,7 +148,7 @@ class Embedder(ABC):
         return u + (cosine - REFERENCE_UNRELATED) * (1.0 - u) / (1.0 - REFERENCE_UNRELATED)
 
     @property
-    def calibration(self) -> dict | None:
+    def calibration(self) -> dict[str, float] | None:
         """What ``calibrate`` does, for traces and stats (None: nothing)."""
         if self.unrelated_cosine is None:
             return None
@@ -157,7 +162,17 @@ class Embedder(ABC):
         return self._embed(texts)
 
 
-def calibrated(embedder, hits, arms: list[str]):
+class Scored(Protocol):
+    """A search hit, as ``calibrated`` reads it: its score on each arm."""
+
+    @property
+    def scores(self) -> dict[str, float]: ...
+
+
+_Hit = TypeVar("_Hit", bound=Scored)
+
+
+def calibrated(embedder: Embedder, hits: list[_Hit], arms: list[str]) -> list[_Hit]:
     """Cosine scores on the reference scale the fusion and the floor read (``Embedder.calibrate``:
     a no-op for MiniLM)."""
     if embedder.calibration is None:

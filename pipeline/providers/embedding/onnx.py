@@ -20,12 +20,17 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, MINILM_MODEL, Embedder
+
+if TYPE_CHECKING:
+    import onnxruntime
+    from tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +104,8 @@ class OnnxEmbedder(Embedder):
         self.batch_size = batch_size
         self.dim = dim or KNOWN_DIMENSIONS[model]
         self.threads = threads or min(4, os.cpu_count() or 1)
-        self._session = None
-        self._tokenizer = None
+        self._session: onnxruntime.InferenceSession | None = None  # once loaded
+        self._tokenizer: Tokenizer | None = None
         self.model_path: Path | None = None
 
     @classmethod
@@ -174,13 +179,14 @@ class OnnxEmbedder(Embedder):
         return out.tolist()
 
     def _run(self, texts: list[str]) -> np.ndarray:
+        assert self._tokenizer is not None and self._session is not None  # _embed runs after load()
         enc = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden: np.ndarray = self._session.run(None, feed)[0]
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

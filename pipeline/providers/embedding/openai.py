@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, Embedder
+
+if TYPE_CHECKING:
+    import openai
 
 
 class OpenAIEmbedder(Embedder):
@@ -23,7 +27,7 @@ class OpenAIEmbedder(Embedder):
         base_url: str | None,
         api_key: str | None,
         timeout_s: float = 30.0,
-    ):
+    ) -> None:
         super().__init__()
         self.name = model
         self.dim = dim or KNOWN_DIMENSIONS.get(model) or 0
@@ -33,7 +37,7 @@ class OpenAIEmbedder(Embedder):
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        self._client = None
+        self._client: openai.OpenAI | None = None  # once loaded
 
     @classmethod
     def from_settings(cls, cfg: EmbeddingConfig, model: str | None) -> OpenAIEmbedder:
@@ -54,11 +58,14 @@ class OpenAIEmbedder(Embedder):
         self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s)
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
+        assert self._client is not None  # _embed runs after load()
         out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             chunk = texts[i : i + self.batch_size]
-            kwargs = {"dimensions": self.dim} if self.name.startswith("text-embedding-3") else {}
-            resp = self._client.embeddings.create(model=self.name, input=chunk, **kwargs)
+            if self.name.startswith("text-embedding-3"):  # the models that take a size
+                resp = self._client.embeddings.create(model=self.name, input=chunk, dimensions=self.dim)
+            else:
+                resp = self._client.embeddings.create(model=self.name, input=chunk)
             for item in sorted(resp.data, key=lambda d: d.index):
                 v = list(item.embedding)
                 n = math.sqrt(sum(x * x for x in v)) or 1.0

@@ -6,10 +6,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memlane.pipeline.config import EmbeddingConfig
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.embedding.base import KNOWN_DIMENSIONS, MINILM_MODEL, Embedder
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ class SentenceTransformerEmbedder(Embedder):
         self.batch_size = batch_size
         self.device = device
         self.dim = dim or KNOWN_DIMENSIONS.get(model) or 0
-        self._model = None
+        self._model: SentenceTransformer | None = None  # once loaded
         self._threads = 0  # torch's intra-op threads for batches (set at load: its default or the user's)
 
     @classmethod
@@ -99,6 +103,7 @@ class SentenceTransformerEmbedder(Embedder):
         log.info("loaded embedding model %s (%d dimensions) from %s", self.name, self.dim, path)
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
+        assert self._model is not None  # _embed runs after load()
         self._use_threads(1 if len(texts) <= ONE_THREAD_TEXTS else self._threads)
         vectors = self._model.encode(
             texts,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.llm.base import (
@@ -15,14 +15,19 @@ from memlane.pipeline.providers.llm.base import (
     describe_sdk_error,
 )
 
+if TYPE_CHECKING:
+    import anthropic
+
+    from memlane.pipeline.config import LLMConfig
+
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
-class AnthropicLLM(SDKProvider):
+class AnthropicLLM(SDKProvider["anthropic.AsyncAnthropic"]):
     name = "anthropic"
 
     @classmethod
-    def from_settings(cls, provider: str, model: str | None, cfg) -> AnthropicLLM:
+    def from_settings(cls, provider: str, model: str | None, cfg: LLMConfig) -> AnthropicLLM:
         settings = cls.settings(cfg)
         settings["api_key"] = settings["api_key"] or os.environ.get("ANTHROPIC_API_KEY")
         if not settings["api_key"]:
@@ -31,7 +36,7 @@ class AnthropicLLM(SDKProvider):
             )
         return cls(model=model or DEFAULT_MODEL, **settings)
 
-    def _make_client(self):
+    def _make_client(self) -> anthropic.AsyncAnthropic:
         import anthropic  # here, not at the top: the SDK takes a second or more to import
 
         return anthropic.AsyncAnthropic(

@@ -10,9 +10,12 @@ the stage that called it (``pipeline/recall/stage.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from memlane.pipeline.errors import MemlaneError
+
+if TYPE_CHECKING:
+    from memlane.pipeline.config import LLMConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,10 @@ class LLMDeferred(LLMError):
     rounds of one tool call, so a stage's first round has no answer yet."""
 
 
-class SDKProvider:
+Client = TypeVar("Client")  # an SDK's client: anthropic.AsyncAnthropic, openai.AsyncOpenAI
+
+
+class SDKProvider(Generic[Client]):
     """What the API providers share: settings, and an SDK client made on first use."""
 
     name = "api"
@@ -66,16 +72,16 @@ class SDKProvider:
         self.model = model
         self.api_key, self.base_url = api_key, base_url
         self.timeout_s, self.max_retries, self.max_tokens = timeout_s, max_retries, max_tokens
-        self._client = None
+        self._client: Client | None = None
 
     @classmethod
-    def from_settings(cls, provider: str, model: str | None, cfg) -> SDKProvider:
-        """Build from ``[llm]`` settings (``cfg`` is the LLMConfig) for the registered name
+    def from_settings(cls, provider: str, model: str | None, cfg: LLMConfig) -> SDKProvider[Any]:
+        """Build from ``[llm]`` settings (``cfg``) for the registered name
         ``provider``; a missing key or model is a ConfigError that says which."""
         raise NotImplementedError  # pragma: no cover - every provider overrides it
 
     @staticmethod
-    def settings(cfg) -> dict[str, Any]:
+    def settings(cfg: LLMConfig) -> dict[str, Any]:
         """The ``[llm]`` settings every API provider takes, and the configured key (None if unset)."""
         return {
             "api_key": cfg.api_key.get_secret_value() if cfg.api_key else None,
@@ -85,13 +91,17 @@ class SDKProvider:
             "max_tokens": cfg.max_output_tokens,
         }
 
-    def _sdk(self):
+    def _sdk(self) -> Client:
         if self._client is None:
             self._client = self._make_client()
         return self._client
 
-    def _make_client(self):  # pragma: no cover - every provider overrides it
+    def _make_client(self) -> Client:  # pragma: no cover - every provider overrides it
         raise NotImplementedError
+
+    async def complete(self, *, system: str, user: str, schema: dict[str, Any] | None = None) -> LLMReply:
+        """``LLM.complete`` through the SDK."""
+        raise NotImplementedError  # pragma: no cover - every provider overrides it
 
 
 def describe_sdk_error(e: Exception) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.pipeline.errors import ConfigError
 from memlane.pipeline.providers.llm.base import (
@@ -16,14 +16,19 @@ from memlane.pipeline.providers.llm.base import (
     describe_sdk_error,
 )
 
+if TYPE_CHECKING:
+    import openai
+
+    from memlane.pipeline.config import LLMConfig
+
 DEFAULT_MODEL = "gpt-4o-mini"
 
 
-class OpenAILLM(SDKProvider):
+class OpenAILLM(SDKProvider["openai.AsyncOpenAI"]):
     name = "openai"  # or "openai-compatible": any server speaking the API, given llm.base_url
 
     @classmethod
-    def from_settings(cls, provider: str, model: str | None, cfg) -> OpenAILLM:
+    def from_settings(cls, provider: str, model: str | None, cfg: LLMConfig) -> OpenAILLM:
         settings = cls.settings(cfg)
         if provider == "openai":
             settings["api_key"] = settings["api_key"] or os.environ.get("OPENAI_API_KEY")
@@ -44,7 +49,7 @@ class OpenAILLM(SDKProvider):
             )  # local servers take any key; the SDK insists on one
         return cls(name=provider, model=model, **settings)
 
-    def _make_client(self):
+    def _make_client(self) -> openai.AsyncOpenAI:
         import openai  # here, not at the top: the SDK takes a second or more to import
 
         return openai.AsyncOpenAI(
@@ -57,7 +62,9 @@ class OpenAILLM(SDKProvider):
         limit = "max_completion_tokens" if self.name == "openai" else "max_tokens"
         t0 = time.perf_counter()
         try:
-            resp = await self._sdk().chat.completions.create(
+            # (call-overload: the limit's keyword is chosen at run time, which mypy cannot match to
+            # the SDK's overloads on ``stream``; both keywords take an int.)
+            resp = await self._sdk().chat.completions.create(  # type: ignore[call-overload]
                 model=self.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 temperature=0,

@@ -103,7 +103,7 @@ class StubLLM:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # no access log on stderr
+            def log_message(self, *args: Any) -> None:  # no access log on stderr
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
@@ -144,7 +144,7 @@ class StubLLM:
                     return "I'm sorry, I can't help with that. {not json"
                 return canned_reply(stage_of(system), user)
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -170,7 +170,7 @@ class StubLLM:
     def __enter__(self) -> StubLLM:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -178,7 +178,7 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _openai_response(model: str, text: str, prompt: str) -> dict:
+def _openai_response(model: str, text: str, prompt: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-stub",
         "object": "chat.completion",
@@ -193,7 +193,7 @@ def _openai_response(model: str, text: str, prompt: str) -> dict:
     }
 
 
-def _anthropic_response(model: str, text: str, prompt: str) -> dict:
+def _anthropic_response(model: str, text: str, prompt: str) -> dict[str, Any]:
     return {
         "id": "msg_stub",
         "type": "message",
