@@ -26,10 +26,12 @@ class Memory:
     position: int | None = None  # order within its source (a turn, a chunk); migration 0005
     topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
     fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
-    # The fields above are the memories table's columns, in store/rows.py's order; these are not.
-    access_count: int = 0  # recalls that returned it (memory_access)
-    last_accessed_at: datetime | None = None
-    access_known: bool = False  # the two above were read with the memory (else: not read, not zero)
+    # The fields above are the memories table's columns, in store/rows.py's order; these are not
+    # (and are given by name).
+    access_count: int = field(default=0, kw_only=True)  # recalls that returned it (memory_access)
+    last_accessed_at: datetime | None = field(default=None, kw_only=True)
+    # The two above were read with the memory (else: not read, not zero).
+    access_known: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

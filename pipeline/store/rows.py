@@ -107,9 +107,6 @@ _MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 if _MEMORY_FIELDS[:MEMORY_WIDTH] != MEMORY_NAMES:  # the mapping below is by position
     raise TypeError(f"Memory's first fields must be the read columns {MEMORY_NAMES}; got {_MEMORY_FIELDS}")
 _DECODERS = tuple(c.decode for c in READ)
-# ``Memory`` called with the read columns' values as a list, then its other fields by name: mypy,
-# not knowing that the list holds only the columns' values, would take those names for duplicates.
-_new_memory: Callable[..., Memory] = Memory
 
 # The batch INSERT: one array parameter per written column, unnested together (``Writes.insert``).
 INSERT = (
@@ -133,7 +130,7 @@ def values_to_memory(v: Any, access: tuple[int | None, Any] | None = None) -> Me
     """A memory from MEMORY_COLUMNS' values in their order (a tuple row: the recall path reads a
     hundred rows a statement, and a dict per row cost as much as the mapping). ``access``: the
     access statistics read with it (``ACCESS_COLUMNS``), or None when they were not read."""
-    return _new_memory(
+    return Memory(
         *[x if decode is None else decode(x) for decode, x in zip(_DECODERS, v, strict=False)],
         access_count=(access[0] or 0) if access is not None else 0,
         last_accessed_at=access[1] if access is not None else None,

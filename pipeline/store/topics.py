@@ -198,8 +198,9 @@ class TopicQueries(StorePart):
 
     async def read_category_summaries(
         self, project: str
-    ) -> list[tuple[str, str | None, list[str], int, datetime | None, str | None]]:
-        """(category, summary, key terms, memory count, updated_at, source), largest first."""
+    ) -> list[tuple[str, str, list[str], int, datetime | None, str | None]]:
+        """(category, summary, key terms, memory count, updated_at, source), largest first: the
+        categories that have a summary."""
         async with self._connection() as conn:
             cur = await conn.execute(
                 "SELECT category, summary, key_terms, memory_count, updated_at, source FROM category_summaries"
