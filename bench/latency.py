@@ -705,7 +705,7 @@ async def run(
                 warmup_queries=WARMUP_QUERIES,
                 remember_batch=BATCH_SIZE,
                 embed_sample_per_size=sample,
-                touch=False,
+                count_accesses=False,
                 recall="default limit and budget, reference_time = now",
                 floor="query embedding + SELECT id ... WHERE project ORDER BY embedding <=> q LIMIT k",
                 build=BUILD_RECIPE.format(pool=pool, noise=NOISE, sample=sample, concurrency=concurrency),

@@ -435,7 +435,7 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
             ctx,
             k=list(K_VALUES),
             recall_limit=RECALL_LIMIT,
-            touch="tool path: as the recall tool (see 'access'); batch and ingest: False",
+            count_accesses="tool path: as the recall tool (see 'access'); batch and ingest: False",
             remember_batch=BATCH_SIZE,
             reference_time=REFERENCE_TIME_RULE,
             evidence=EVIDENCE_RULES,
@@ -449,7 +449,7 @@ def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_b
         report["adjust_variants"] = {name: recall_block(r.scores) for name, r in adjusted.items()}
         report["adjust_variants_note"] = (
             "stage 8 re-applied to the default run's stage-7 candidates per variant (bench/adjustments.py); "
-            "no access statistics (touch=False), one project per recall"
+            "no access statistics (count_accesses false), one project per recall"
         )
     if ablation:
         report["ablation"] = {m.name: recall_block(runs[m.name].scores) for m in ablation}
