@@ -28,7 +28,7 @@ from memlane.server.settings import Settings
 pytestmark = pytest.mark.anyio
 
 # embedding.embed_timeout_s while the model hangs, and while it is healthy.
-HANG_LIMIT = 3.0
+HANG_LIMIT = 1.0
 HEALTHY_LIMIT = 120.0
 SLACK = 20.0  # scheduling on a loaded 2-core machine; a hang without the limit lasts 60 s
 FACTS = [

@@ -388,6 +388,7 @@ def _make_pre_0007_store(database_url: str) -> None:
             )
 
 
+@pytest.mark.empty_database
 async def test_an_older_store_gets_topics_from_maintain_and_a_second_run_does_nothing(
     database_url, tmp_path, embedder
 ):

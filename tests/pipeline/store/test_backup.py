@@ -48,6 +48,7 @@ async def test_owned_tables_are_every_table_of_a_migrated_store(engine, database
     assert set(backups.owned_tables()) == tables
 
 
+@pytest.mark.empty_database
 async def test_opening_an_older_store_backs_it_up_first_and_keeps_the_newest(
     database_url, pg_root, tmp_path, embedder, caplog
 ):
@@ -91,6 +92,7 @@ async def test_opening_an_older_store_backs_it_up_first_and_keeps_the_newest(
         assert conn.execute("SELECT content FROM memories").fetchone()[0].startswith("The server room key")
 
 
+@pytest.mark.empty_database
 async def test_an_older_store_without_memories_is_upgraded_without_a_backup(database_url, tmp_path, embedder):
     _old_store(database_url, 3)
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -103,6 +105,7 @@ async def test_an_older_store_without_memories_is_upgraded_without_a_backup(data
     assert backups.listed(tmp_path) == []
 
 
+@pytest.mark.empty_database
 async def test_a_failed_automatic_backup_leaves_the_store_at_its_schema(database_url, tmp_path, embedder):
     _old_store(database_url, OLD_SCHEMA)
     config = EngineConfig(

@@ -26,7 +26,8 @@ from memlane.pipeline.engine import Engine
 from memlane.pipeline.recall.query import Ablation
 from memlane.pipeline.store import migrate, vectors
 
-pytestmark = pytest.mark.anyio
+# Each test builds an earlier schema in its database.
+pytestmark = [pytest.mark.anyio, pytest.mark.empty_database]
 
 LATEST = migrate.latest_version()
 EARLIER = list(range(1, LATEST))
@@ -210,3 +211,18 @@ async def test_a_migration_killed_mid_way_leaves_an_earlier_version_and_the_next
             range(1, LATEST + 1)
         )
         assert conn.execute("SELECT sum(docs) FROM memlane_projects").fetchone()[0] == BIG
+
+
+def test_the_tests_migrated_template_is_the_store_memlane_creates(pg_root, store_template, fresh_schema, embedder):
+    """The copy most tests start from (conftest's store_template) is what memlane makes of an
+    empty database: else those tests would run against a schema no user has."""
+    dsn = new_database(pg_root, template=store_template)
+
+    async def open_it() -> None:
+        eng = Engine(EngineConfig(database=DatabaseConfig(url=dsn)), embedder=embedder)
+        await eng.open()
+        await eng.close()
+
+    asyncio.run(open_it())
+    with psycopg.connect(dsn) as conn:
+        assert eras.schema(conn) == fresh_schema
