@@ -213,7 +213,9 @@ async def test_a_migration_killed_mid_way_leaves_an_earlier_version_and_the_next
         assert conn.execute("SELECT sum(docs) FROM memlane_projects").fetchone()[0] == BIG
 
 
-def test_the_tests_migrated_template_is_the_store_memlane_creates(pg_root, store_template, fresh_schema, embedder):
+def test_the_tests_migrated_template_is_the_store_memlane_creates(
+    pg_root, store_template, fresh_schema, embedder
+):
     """The copy most tests start from (conftest's store_template) is what memlane makes of an
     empty database: else those tests would run against a schema no user has."""
     dsn = new_database(pg_root, template=store_template)
