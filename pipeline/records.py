@@ -26,6 +26,8 @@ class Memory:
     position: int | None = None  # order within its source (a turn, a chunk); migration 0005
     topics: tuple[str, ...] | None = None  # best first; None: not assigned yet (migration 0007)
     fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
+    superseded_by: UUID | None = None  # the memory that states its newer value (migration 0013)
+    valid_until: datetime | None = None  # when that newer value starts
     # The fields above are the memories table's columns, in store/rows.py's order; these are not
     # (and are given by name).
     access_count: int = field(default=0, kw_only=True)  # recalls that returned it (memory_access)
@@ -45,6 +47,22 @@ class Remembered:
     # Stored memories of the project at or above filter.novelty_threshold (id, cosine similarity),
     # most similar first: the new memory was stored anyway; the caller may prefer ``update``.
     similar: tuple[tuple[UUID, float], ...] = ()
+    # Stored memories this one states a newer value of: marked superseded by it (nothing deleted).
+    supersedes: tuple[Replaced, ...] = ()
+    # Stored memories it contradicts where nothing says which is right: both kept, both marked.
+    conflicts: tuple[Replaced, ...] = ()
+    # A stored memory that states a newer value of this one (it was dated earlier): this one is
+    # stored as superseded.
+    superseded_by: UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replaced:
+    """A stored memory a new one superseded or contradicts, as remember reports it."""
+
+    id: UUID
+    content: str
+    date: datetime  # when its value started: occurred_at, else when it was stored
 
 
 @dataclass(slots=True)

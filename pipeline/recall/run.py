@@ -9,7 +9,7 @@
 | 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); a turn next to a kept one that the graph reached; then a relative floor; else dropped; for a question that is only a time, its range first |
-| 8 | scoring adjustments | adjust.py | priority, pinned and category factors, project factors across projects (decay: off by default) |
+| 8 | scoring adjustments | adjust.py, current.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a superseded memory's successor above it, unless the question is about the past |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its
@@ -29,6 +29,7 @@ trace shows retrieval once, with per-project details.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -39,6 +40,7 @@ from memlane.pipeline.providers.embedding import embed_texts_now
 from memlane.pipeline.recall import (
     adjust,
     assemble,
+    current,
     fuse,
     hyde,
     intent,
@@ -53,6 +55,8 @@ from memlane.pipeline.recall.context import CentroidsRead, RecallContext
 from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
 from memlane.pipeline.records import Candidate, Query, Recalled, StageTrace, Trace, stable_key
 
+log = logging.getLogger(__name__)
+
 UNDERSTANDING = ("intent", "synthesis", "hyde")
 
 
@@ -62,6 +66,26 @@ def _texts(q: Query) -> int:
 
 def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     return Step(threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query))
+
+
+async def _adjustments(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    """Stage 8: the scoring factors, then what is current first (current.py), whose trace is
+    the stage's ``current`` detail."""
+    step = await adjust.adjust(ctx, candidates)
+    if not ctx.request.ablation.adjustments or not step.value:
+        return step
+    try:
+        now = await current.current_first(ctx, step.value)
+    except Exception as e:  # noqa: BLE001 - the factors' order stands
+        log.warning("recall: what is current was not checked: %s", type(e).__name__)
+        step.detail["current"] = f"degraded: {type(e).__name__}"
+        return step
+    step.detail["current"] = now.detail if now.status == "ran" else now.status
+    if now.status == "ran":
+        step.value = now.value
+        if step.status.startswith("skipped"):
+            step.status = "ran"
+    return step
 
 
 async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[assemble.Packed]:
@@ -324,7 +348,7 @@ async def _rank_and_pack(ctx: RecallContext, found: Retrieved) -> Recalled:
         )
         if ctx.reads.handles.reading:
             await asyncio.sleep(0)  # sent now: stage 8 may not wait on anything before stage 9
-    candidates = await run_stage(ctx, "adjustments", adjust.adjust, candidates, fallback=candidates)
+    candidates = await run_stage(ctx, "adjustments", _adjustments, candidates, fallback=candidates)
     packed = await run_stage(
         ctx,
         "assembly",

@@ -9,26 +9,28 @@
 | 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
 | 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
 | 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
-| 8 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
+| 8 | supersede | supersede.py, here | among each new memory's nearest: what it states a newer value of |
+| 9 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
 
 Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember``
 runs them all for a caller's memories (step 3 for one explicit memory only: a batch is an import or
 a bulk load). ``ingest`` (ingest.py) splits a conversation or a document into pieces, runs steps 1-5
 itself (its novelty drops a piece that repeats a stored memory) and hands the rest to
-``store_inputs`` with their vectors and neighbours; it does not enrich. ``update`` runs steps 4, 6
-and 7 again for new content. A batch of ``2 * PART_SIZE`` memories or more runs steps 4-7 a part at a
+``store_inputs`` with their vectors and neighbours (which runs step 8); it does not enrich.
+``update`` runs steps 4, 6 and 7 again for new content. A batch of ``2 * PART_SIZE`` memories or more runs steps 4-7 a part at a
 time in one transaction (``_remember_in_parts``): the database stores a part while the model
-embeds the next. Step 8 is the only one that may fail without failing the write: the
-memories are stored by then.
+embeds the next. Steps 8 and 9 may fail without failing the write: the memories are stored by
+then (a failed step 8 leaves them unmarked, as they were before supersession existed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -37,8 +39,8 @@ from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
-from memlane.pipeline.records import Memory, Remembered
-from memlane.pipeline.remember import content_filter, extract, facttypes
+from memlane.pipeline.records import Memory, Remembered, Replaced
+from memlane.pipeline.remember import content_filter, extract, facttypes, supersede
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
@@ -195,7 +197,7 @@ async def _remember_in_parts(
             )
     finally:
         await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
-    return _remembered(final, stored, near)
+    return await supersede_new(ctx, _remembered(final, stored, near), vectors)
 
 
 def split_parts(order: list[int]) -> list[list[int]]:
@@ -265,7 +267,8 @@ async def store_inputs(
         near = await searched
     finally:
         searched.cancel()
-    return await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
+    results = await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
+    return await supersede_new(ctx, results, vectors)
 
 
 async def embed(
@@ -402,6 +405,73 @@ def _remembered(
     ]
 
 
+async def supersede_new(
+    ctx: WriteContext, results: list[Remembered], vectors: list[list[float]]
+) -> list[Remembered]:
+    """Step 8: each new memory against its nearest current memories of its project
+    (``supersede.decide``); the older of a pair that states one attribute's values is marked
+    superseded by the newer. A failure here keeps the memories as stored, unmarked."""
+    created = [i for i, r in enumerate(results) if r.status == "created"]
+    if not created:
+        return results
+    try:
+        return await _supersede(ctx, results, vectors, created)
+    except Exception as e:  # noqa: BLE001 - the memories are stored: never a failed remember
+        log.warning("supersession skipped: %s", type(e).__name__)
+        return results
+
+
+async def _supersede(
+    ctx: WriteContext, results: list[Remembered], vectors: list[list[float]], created: list[int]
+) -> list[Remembered]:
+    store = ctx.store
+    by_project: dict[str, list[int]] = defaultdict(list)
+    for i in created:
+        by_project[results[i].project].append(i)
+    found: dict[int, list[tuple[UUID, float]]] = {}
+    for project, idx in by_project.items():
+        hits = await store.nearest_many(
+            project, [vectors[i] for i in idx], supersede.CANDIDATES + 1, ef_search=NEIGHBOUR_EF_SEARCH
+        )
+        for i, h in zip(idx, hits, strict=True):
+            found[i] = [(mid, sim) for mid, sim in h if mid != results[i].id]
+    texts = await store.dated_texts(
+        list({mid for h in found.values() for mid, _ in h} | {results[i].id for i in created})
+    )
+
+    def text(mid: UUID) -> supersede.Text:
+        t = texts[mid]
+        return supersede.Text(id=t[0], content=t[1], valid_from=t[2])
+
+    verdicts: dict[int, list[supersede.Verdict]] = {}
+    for i in created:
+        if results[i].id not in texts:
+            continue
+        current = [(text(mid), sim) for mid, sim in found[i] if mid in texts and texts[mid][3] is None]
+        verdicts[i] = supersede.decide(text(results[i].id), current)
+    marked: set[tuple[UUID, UUID]] = set()
+    for project, idx in by_project.items():
+        pairs = list(
+            dict.fromkeys((v.old, v.new) for i in idx for v in verdicts.get(i, ()) if v.kind == "replaces")
+        )
+        for old, new, _ in await store.mark_superseded(project, pairs):
+            marked.add((old, new))
+
+    def replaced(mid: UUID) -> Replaced:
+        return Replaced(id=mid, content=texts[mid][1], date=texts[mid][2])
+
+    out = list(results)
+    for i, vs in verdicts.items():
+        me = results[i].id
+        out[i] = replace(
+            results[i],
+            supersedes=tuple(replaced(v.old) for v in vs if v.new == me and (v.old, v.new) in marked),
+            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts"),
+            superseded_by=next((v.new for v in vs if v.old == me and (v.old, v.new) in marked), None),
+        )
+    return out
+
+
 async def enrich(ctx: WriteContext, results: list[Remembered], inputs: list[MemoryInput]) -> None:
     """Step 8: the extract stage's entities and causes links, when an LLM serves it (after the
     store: the LLM's additions are extra, never a failed remember)."""
@@ -433,7 +503,14 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
             )
             fields.setdefault("fact_type", facttypes.classify(fields["content"]))
     plan = LinkPlan(settings=link_settings(ctx.config.graph, ctx.embedder), entities=[])
-    return await ctx.store.update(memory_id, fields, model_id=ctx.embedder.vector_ids, links=plan)
+    updated = await ctx.store.update(memory_id, fields, model_id=ctx.embedder.vector_ids, links=plan)
+    if "embedding" in fields:
+        # New content is a new statement: step 8 as for a new memory, which may mark this one.
+        await supersede_new(
+            ctx, [Remembered(id=updated.id, status="created", project=updated.project)], [fields["embedding"]]
+        )
+        updated = await ctx.store.get(memory_id)
+    return updated
 
 
 # -- the neighbour search (step 5) -------------------------------------------------------------

@@ -5,7 +5,8 @@ recovery (connection.py), the embedding model (model.py), the writes (writes.py)
 whole memories (reads.py), recall's arms (search.py), handles, browsing, topics, scoring, the
 graph (graph.py writes it, graph_reads.py reads it), the vector indexes, and ``memlane
 maintain``'s queries (maintenance.py), the HTTP rate limit's buckets (limits.py), and the reads
-about the store as a whole and its checkpoint (admin.py)."""
+about the store as a whole and its checkpoint (admin.py), and which memory replaced which
+(supersession.py)."""
 
 from memlane.pipeline.store.admin import AdminQueries
 from memlane.pipeline.store.browse import BrowseQueries
@@ -22,6 +23,7 @@ from memlane.pipeline.store.replicas import WriteMarks
 from memlane.pipeline.store.rows import StoredRow
 from memlane.pipeline.store.scoring import ScoringQueries
 from memlane.pipeline.store.search import Hit, SearchQueries
+from memlane.pipeline.store.supersession import SupersessionQueries
 from memlane.pipeline.store.topics import TopicQueries
 from memlane.pipeline.store.vectors import VectorIndexQueries
 from memlane.pipeline.store.writes import Writes
@@ -47,6 +49,7 @@ class Store(
     WriteMarks,
     RateBuckets,
     AdminQueries,
+    SupersessionQueries,
 ):
     """The store callers use: ``Store(dsn)``, ``await store.open()``, then any part's queries. A
     read whose connection is lost mid-call runs again once the database is back (its part marks it

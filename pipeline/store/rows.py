@@ -86,6 +86,9 @@ COLUMNS: tuple[Column, ...] = (
         decode=_tuple_or_none,
     ),
     Column("fact_type", "text", updatable=True),
+    # Set by supersession (store/supersession.py), never by a write; migration 0013.
+    Column("superseded_by"),
+    Column("valid_until"),
 )
 
 READ = tuple(c for c in COLUMNS if c.read)

@@ -10,7 +10,15 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.json_schema import SkipJsonSchema
 
-from memlane.pipeline.records import Memory, Remembered
+from memlane.pipeline.records import Memory, Remembered, Replaced
+
+
+def _drop_absent(self, handler):
+    data = handler(self)
+    for name in ("redacted", "superseded_by", "valid_until"):
+        if name in data and data[name] is None:
+            data.pop(name)
+    return data
 
 
 class MemoryOut(BaseModel):
@@ -31,6 +39,15 @@ class MemoryOut(BaseModel):
     fact_type: str | None = Field(
         default=None, description="world, experience or opinion; null until assigned."
     )
+    superseded_by: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present on a memory that is no longer current: the memory stating its newer value.",
+    )
+    valid_until: str | SkipJsonSchema[None] = Field(
+        default=None, description="Present with superseded_by: when the newer value started."
+    )
+
+    _serialize = model_serializer(mode="wrap")(_drop_absent)
 
     @classmethod
     def of(cls, m: Memory, score: float | None = None) -> MemoryOut:
@@ -60,11 +77,14 @@ class Redaction(BaseModel):
     count: int
 
 
-def _drop_absent_redactions(self, handler):
-    data = handler(self)
-    if data.get("redacted") is None:
-        data.pop("redacted", None)
-    return data
+class ReplacedMemory(BaseModel):
+    id: str
+    content: str
+    date: str = Field(description="When its value started: occurred_at, else when it was stored.")
+
+    @classmethod
+    def of(cls, r: Replaced) -> ReplacedMemory:
+        return cls(id=str(r.id), content=r.content, date=r.date.isoformat())
 
 
 class SimilarMemory(BaseModel):
@@ -84,13 +104,29 @@ class RememberResult(BaseModel):
         "([remember] secrets).",
     )
 
-    _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)
+    _serialize = model_serializer(mode="wrap")(_drop_absent)
 
     similar: list[SimilarMemory] = Field(
         default_factory=list,
         description="Stored memories of the project that say nearly the same (filter.novelty_threshold), "
         "most similar first. The new memory was stored anyway: if it corrects or replaces one of them, "
         "update that one and forget this one.",
+    )
+
+    supersedes: list[ReplacedMemory] = Field(
+        default_factory=list,
+        description="Stored memories this one states a newer value of (same subject and attribute): "
+        "marked superseded by it, kept for questions about the past; recall answers with this one.",
+    )
+    conflicts: list[ReplacedMemory] = Field(
+        default_factory=list,
+        description="Stored memories this one contradicts where nothing says which is newer: both "
+        "kept; ask the user which is right.",
+    )
+    superseded_by: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present when a stored memory already states a newer value (this one is dated "
+        "earlier): stored as its past.",
     )
 
     @classmethod
@@ -102,6 +138,9 @@ class RememberResult(BaseModel):
             project=r.project,
             redacted=redacted,
             similar=[SimilarMemory(id=str(i), similarity=s) for i, s in r.similar],
+            supersedes=[ReplacedMemory.of(x) for x in r.supersedes],
+            conflicts=[ReplacedMemory.of(x) for x in r.conflicts],
+            superseded_by=str(r.superseded_by) if r.superseded_by is not None else None,
         )
 
 
@@ -201,7 +240,7 @@ class UpdateResult(MemoryOut):
         default=None, description="Present when likely secrets were replaced by [REDACTED:kind]."
     )
 
-    _serialize = model_serializer(mode="wrap")(_drop_absent_redactions)
+    _serialize = model_serializer(mode="wrap")(_drop_absent)
 
 
 class IngestPiece(BaseModel):

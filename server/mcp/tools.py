@@ -72,7 +72,7 @@ async def remember(
     fact_type: p.FactType = None,
     source: p.RememberSource = None,
 ) -> RememberResult:
-    """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match."""
+    """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match. A memory that states a newer value of a stored fact (the same subject and attribute) supersedes it: the older one is kept as history, listed in 'supersedes', and 'conflicts' lists stored memories it contradicts where nothing says which is right (ask the user)."""
     arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
@@ -123,7 +123,7 @@ async def recall(
     include_context: p.IncludeContext = False,
     include_entities: p.IncludeEntities = False,
 ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
-    """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already."""
+    """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already. What is current comes first: a memory a newer one superseded carries superseded_by and valid_until, and ranks below its successor unless the question asks about the past."""
     arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()

@@ -78,13 +78,13 @@ async def test_tools_list_is_exactly_what_clients_were_shown_before(connect):
     """tools/list as a client reads it (names, descriptions, input and output schemas, annotations)
     is the committed copy, tests/data/tools_list.json, to the byte: a refactoring changes none of
     it. A deliberate change is a change every client's model sees: write the copy again on purpose
-    (MEMLANE_WRITE_TOOLS_LIST=1) and say so in the commit."""
+    (WRITE_TOOLS_LIST=1) and say so in the commit."""
     async with connect() as client:
         tools = (await client.list_tools()).tools
     listed = json.dumps(
         [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], indent=2, sort_keys=True
     )
-    if os.environ.get("MEMLANE_WRITE_TOOLS_LIST") == "1":
+    if os.environ.get("WRITE_TOOLS_LIST") == "1":
         TOOLS_LIST.write_text(listed + "\n", encoding="utf-8")
     assert listed + "\n" == TOOLS_LIST.read_text(encoding="utf-8")
 
@@ -149,7 +149,8 @@ async def test_recall_returns_the_informative_fields_with_the_stored_values(conn
                 "metadata": {"source": "retro"},
             },
         )
-        assert set(out) == {"id", "status", "project", "similar"} and out["similar"] == []
+        assert set(out) == {"id", "status", "project", "similar", "supersedes", "conflicts"}
+        assert out["similar"] == out["supersedes"] == out["conflicts"] == []
         assert out["project"] == "ops" and out["status"] == "created"
         res = await call_ok(client, "recall", {"query": "when do we deploy to production?", "project": "ops"})
     assert set(res) == {"memories", "tokens_used"}  # no trace without explain=true, no note
@@ -206,7 +207,14 @@ async def test_remembering_the_same_memory_twice_returns_the_same_id_as_a_duplic
         first = await call_ok(client, "remember", {"content": "Alice leads the payments team"})
         again = await call_ok(client, "remember", {"content": "  Alice leads the payments team  "})
         assert first["status"] == "created"
-        assert again == {"id": first["id"], "status": "duplicate", "project": "default", "similar": []}
+        assert again == {
+            "id": first["id"],
+            "status": "duplicate",
+            "project": "default",
+            "similar": [],
+            "supersedes": [],
+            "conflicts": [],
+        }
         # The same words at another time, or in another project, are another memory.
         dated = await call_ok(
             client, "remember", {"content": "Alice leads the payments team", "occurred_at": "2023-01-01"}

@@ -1,0 +1,59 @@
+"""After stage 8: what is current first. A candidate that a newer memory superseded
+(``superseded_by``, migration 0013) never ranks above the memory at the end of its chain for a
+question about the present: that memory is moved (or, when no arm found it, brought in) just above
+it, with at least its score. The older one stays in the list: it still answers "what was it before?".
+
+A question about the past ("before", "used to", "previously", "originally", a year) keeps the
+order the stages gave, in which the older wording usually matches best.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Candidate
+
+# Words that ask about an earlier state than today's.
+_PAST = re.compile(
+    r"\b(before|used to|previous(ly)?|originally|original|formerly|former|earlier|at first|"
+    r"back then|back in|ago|until|prior|old|first|last time|(19|20)\d\d)\b",
+    re.I,
+)
+
+
+def asks_about_the_past(question: str) -> bool:
+    return _PAST.search(question) is not None
+
+
+async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    superseded = [c.memory.id for c in candidates if c.memory.superseded_by is not None]
+    if not superseded:
+        return Step(candidates, status="skipped: nothing superseded among the candidates")
+    if asks_about_the_past(ctx.request.query):
+        return Step(candidates, status="skipped: a question about the past")
+    successors = await ctx.store.successors(superseded)
+    now = ctx.clock()
+    out = list(candidates)
+    moved: list[list[str]] = []
+    pulled = 0
+    for old_id in superseded:
+        new = successors.get(old_id)
+        if new is None or not ctx.request.filters.admits(new, now):
+            continue
+        i = next(k for k, c in enumerate(out) if c.memory.id == old_id)
+        j = next((k for k, c in enumerate(out) if c.memory.id == new.id), None)
+        if j is not None and j < i:
+            continue
+        if j is None:
+            succ = Candidate(memory=new, score=out[i].score)
+            pulled += 1
+        else:
+            succ = out.pop(j)
+        succ.score = max(succ.score, out[i].score)
+        out.insert(i, succ)
+        moved.append([str(old_id), str(new.id)])
+    detail: dict[str, Any] = {"superseded": len(superseded), "moved_above": moved, "brought_in": pulled}
+    return Step(out, detail=detail)

@@ -1,0 +1,76 @@
+"""Supersession's reads and writes (migration 0013): the texts the detector compares
+(``remember/supersede.py``), the marks it sets, and recall's look-up of the memories that replaced
+its candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from psycopg.rows import dict_row
+
+from memlane.pipeline.records import Memory
+from memlane.pipeline.store.base import StorePart
+from memlane.pipeline.store.connection import read_again_once
+from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
+
+# (id, content, valid from: occurred_at else created_at, superseded_by)
+Dated = tuple[UUID, str, datetime, UUID | None]
+
+
+class SupersessionQueries(StorePart):
+    """Mixed into Store; needs ``_connection()`` and ``_serialise_writes``."""
+
+    @read_again_once
+    async def dated_texts(self, ids: Sequence[UUID]) -> dict[UUID, Dated]:
+        """These memories' texts, the times their values start and their successors."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, content, coalesce(occurred_at, created_at), superseded_by"
+                " FROM memories WHERE id = ANY(%s)",
+                (list(ids),),
+            )
+            return {r[0]: (r[0], r[1], r[2], r[3]) for r in await cur.fetchall()}
+
+    async def mark_superseded(
+        self, project: str, pairs: Sequence[tuple[UUID, UUID]]
+    ) -> list[tuple[UUID, UUID, datetime]]:
+        """Each (old, new) of ``project``: ``old`` is superseded by ``new`` from the time ``new``'s
+        value starts, unless ``old`` is superseded already, or either is gone. Returns the pairs
+        marked, with that time."""
+        if not pairs:
+            return []
+        async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, [project])
+            cur = await conn.execute(
+                "UPDATE memories o SET superseded_by = n.id, valid_until = coalesce(n.occurred_at, n.created_at)"
+                " FROM unnest(%s::uuid[], %s::uuid[]) AS p(old, new)"
+                " JOIN memories n ON n.id = p.new AND n.project = %s"
+                " WHERE o.id = p.old AND o.project = %s AND o.superseded_by IS NULL AND o.id <> n.id"
+                " RETURNING o.id, n.id, o.valid_until",
+                ([p[0] for p in pairs], [p[1] for p in pairs], project, project),
+            )
+            return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    @read_again_once
+    async def successors(self, ids: Sequence[UUID]) -> dict[UUID, Memory]:
+        """For each of these superseded memories, the current memory at the end of its chain (a
+        successor superseded in turn is followed, up to a chain of 16)."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                "WITH RECURSIVE chain(start, id, depth) AS ("
+                "  SELECT m.id, m.superseded_by, 1 FROM memories m"
+                "  WHERE m.id = ANY(%s) AND m.superseded_by IS NOT NULL"
+                "  UNION ALL SELECT c.start, m.superseded_by, c.depth + 1 FROM chain c"
+                "  JOIN memories m ON m.id = c.id WHERE m.superseded_by IS NOT NULL AND c.depth < 16)"
+                f" SELECT DISTINCT ON (c.start) c.start AS start_id, {M_MEMORY_COLUMNS}"
+                " FROM chain c JOIN memories m ON m.id = c.id"
+                " ORDER BY c.start, c.depth DESC",
+                (list(ids),),
+            )
+            return {r["start_id"]: row_to_memory(r) for r in await cur.fetchall()}

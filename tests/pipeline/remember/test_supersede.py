@@ -1,0 +1,149 @@
+"""Supersession: the offline detector's decisions on pairs of statements, and, through the engine,
+what remember reports, what recall ranks first, and what forget gives back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from memlane.pipeline.recall.current import asks_about_the_past
+from memlane.pipeline.recall.query import Ablation
+from memlane.pipeline.remember.supersede import Text, decide, judge, subject
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def text(content: str, day: int = 0) -> Text:
+    return Text(id=uuid4(), content=content, valid_from=T0 + timedelta(days=day))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("Maya lives in Lisbon", "maya"),
+        ("My sister Maya lives in Lisbon", "maya"),
+        ("Maya's new place is in Berlin", "maya"),
+        ("I work at Siemens", "i"),
+        ("We deploy the API to Heroku", "we"),
+        ("The standup is at 9am", "standup"),
+        ("Tom moved to Porto", "tom"),
+    ],
+)
+def test_the_subject_is_the_earliest_name_or_person(content, expected):
+    assert subject(content) == expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My sister Maya lives in Lisbon", "Maya moved to Berlin for her new job"),
+        ("We deploy the API to Heroku", "We moved our deploys to Fly.io"),
+        ("I'm vegetarian", "I'm vegan now"),
+        ("The standup is at 9am", "The standup moved to 10am"),
+        ("Dana owns the billing service", "Priya took over the billing service"),
+        ("I work at Siemens as an engineer", "I no longer work at Siemens, I joined Shopify"),
+    ],
+)
+def test_a_newer_value_of_the_same_attribute_replaces_the_older(old, new):
+    o, n = text(old, 0), text(new, 30)
+    v = judge(n, o, similarity=0.6)
+    assert v is not None and v.kind == "replaces" and (v.old, v.new) == (o.id, n.id)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Maya lives in Lisbon", "Tom lives in Lisbon"),  # another subject
+        ("Maya lives in Lisbon", "Maya works at Siemens"),  # another attribute
+        ("We have a dog named Miso", "We adopted a second dog, Pepper"),  # additive news
+        ("Maya lives in Lisbon", "Maya still lives in Lisbon"),  # a restatement
+        ("Dana owns the billing service", "Priya took over the search service"),  # another thing
+    ],
+)
+def test_look_alikes_additions_and_restatements_supersede_nothing(old, new):
+    assert judge(text(new, 30), text(old, 0), similarity=0.7) is None
+
+
+def test_a_statement_dated_earlier_never_supersedes_a_newer_one_it_is_superseded_instead():
+    newer = text("Maya moved to Berlin", 30)
+    late_but_older = text("Maya lives in Lisbon", 0)  # stored after, dated before
+    [v] = decide(late_but_older, [(newer, 0.7)])
+    assert (v.kind, v.old, v.new) == ("replaces", late_but_older.id, newer.id)
+
+
+def test_a_denial_of_the_same_fact_is_a_conflict_not_a_replacement():
+    v = judge(text("I never went to Japan", 5), text("I went to Japan in 2019", 0), similarity=0.7)
+    assert v is not None and v.kind == "conflicts"
+
+
+def test_dissimilar_texts_are_never_compared():
+    assert judge(text("Maya moved to Berlin", 30), text("Maya lives in Lisbon", 0), similarity=0.2) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "past"),
+    [
+        ("Where does Maya live?", False),
+        ("Where does Maya live now?", False),
+        ("Where did Maya live before Berlin?", True),
+        ("Which host did we use previously?", True),
+        ("What was the price in 2024?", True),
+    ],
+)
+def test_questions_about_the_past_are_told_apart(question, past):
+    assert asks_about_the_past(question) is past
+
+
+async def test_remember_reports_what_it_supersedes_and_recall_answers_with_the_newer(engine):
+    old = await engine.remember(
+        {"content": "My sister Maya lives in Lisbon", "project": "p", "occurred_at": "2026-01-10"}
+    )
+    other = await engine.remember(
+        {"content": "Tom lives in Lisbon", "project": "p", "occurred_at": "2026-01-11"}
+    )
+    new = await engine.remember(
+        {"content": "Maya moved to Berlin for her new job", "project": "p", "occurred_at": "2026-05-02"}
+    )
+    assert [s.id for s in new.supersedes] == [old.id] and not new.conflicts
+    assert new.supersedes[0].content == "My sister Maya lives in Lisbon"
+    stored = await engine.store.get(old.id)
+    assert stored.superseded_by == new.id and stored.valid_until == datetime(2026, 5, 2, tzinfo=UTC)
+    assert (await engine.store.get(other.id)).superseded_by is None  # a look-alike is left alone
+
+    res = await engine.recall({"query": "Where does Maya live?", "project": "p", "count_accesses": False})
+    ranked = [m.id for m, _ in res.memories]
+    assert ranked.index(new.id) < ranked.index(old.id)
+    past = await engine.recall(
+        {"query": "Where did Maya live before?", "project": "p", "count_accesses": False}
+    )
+    assert old.id in [m.id for m, _ in past.memories][:3]
+    stage = {s.stage: s for s in res.trace.stages}["adjustments"]
+    assert stage.detail["current"]["moved_above"] == [[str(old.id), str(new.id)]]
+
+    # Forgetting the newer fact makes the older one current again.
+    await engine.forget(str(new.id))
+    again = await engine.store.get(old.id)
+    assert again.superseded_by is None and again.valid_until is None
+
+
+async def test_a_recall_brings_in_the_successor_no_arm_found(engine):
+    old = await engine.remember({"content": "We deploy the API to Heroku", "project": "p"})
+    new = await engine.remember({"content": "We moved our deploys to Fly.io", "project": "p"})
+    assert [s.id for s in new.supersedes] == [old.id]
+    # Only the keyword arm runs, and only the old wording shares the question's rare word.
+    res = await engine.recall(
+        {"query": "Heroku", "project": "p", "count_accesses": False, "ablation": Ablation(arms=("keyword",))}
+    )
+    ranked = [m.id for m, _ in res.memories]
+    assert ranked[:2] == [new.id, old.id]
+
+
+async def test_an_update_to_a_newer_value_supersedes_like_a_new_memory(engine):
+    old = await engine.remember({"content": "The standup is at 9am", "project": "p"})
+    note = await engine.remember({"content": "Bring snacks on Friday", "project": "p"})
+    await engine.update(str(note.id), {"content": "The standup moved to 10am"})
+    assert (await engine.store.get(old.id)).superseded_by == note.id
