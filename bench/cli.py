@@ -27,6 +27,7 @@ DEFAULT_SIZES = "1000,10000,100000"
 DEFAULT_POOL = 10_000
 DEFAULT_CONCURRENCY = 2
 ALL_SIZES = "1000,10000"
+UPDATES_OUT = "bench/results/updates.json"
 
 
 def _sizes(text: str) -> list[int]:
@@ -271,6 +272,42 @@ def _benchmarks(b: argparse.ArgumentParser) -> None:
     )
     _common(p, plot=False)
 
+    p = bs.add_parser(
+        "updates",
+        help="facts that change: is the current value recalled first, the old one still found, and "
+        "what gets superseded (bench/data/updates.json)",
+        description='Stores hand-written update chains ("Maya lives in Lisbon" ... "Maya moved to '
+        "Berlin\") through an in-process MCP client's remember tool, asks their questions through "
+        "recall (limit 10), and reports current hit@1, stale-above-current rate, history hit@3, "
+        "look-alike hit@1, and the supersessions remember reported against those the data expects "
+        "(false and missed). The protocol: docs/benchmarks.md.",
+    )
+    p.set_defaults(bench_run=_updates)
+    p.add_argument(
+        "--data", metavar="FILE", help="an update-chain file of the same layout (default: the bundled one)"
+    )
+    p.add_argument(
+        "--out",
+        "--json",
+        dest="json",
+        metavar="OUT",
+        default=UPDATES_OUT,
+        help=f"write the JSON report here (default {UPDATES_OUT})",
+    )
+    p.add_argument("--markdown", metavar="OUT", help="write the Markdown tables here")
+    p.add_argument(
+        "--locomo-supersessions",
+        action="store_true",
+        help="also store the LoCoMo development conversations through remember and report the "
+        "supersessions it made there, with a sample of pairs to judge (slow: one call per turn)",
+    )
+    p.add_argument(
+        "--locomo",
+        metavar="PATH",
+        help="LoCoMo data for --locomo-supersessions (implies it); default: ../shared/locomo when it exists",
+    )
+    _store_args(p)
+
     p = bs.add_parser("report", help="render committed benchmark JSON (bench/results/*.json) as Markdown")
     p.set_defaults(bench_run=_report)
     p.add_argument("files", metavar="FILE", nargs="+", help="a JSON report written by --json")
@@ -332,6 +369,31 @@ def _locomo(args, settings) -> int:
         )
     )
     _write(result, report.locomo_markdown(result), args, report.locomo_plot)
+    return 0
+
+
+def _updates(args, settings) -> int:
+    from memlane.bench import updates
+
+    if args.data and not Path(args.data).is_file():
+        print(f"memlane bench updates: no such file: {args.data}", file=sys.stderr)
+        return 2
+    locomo = None
+    if args.locomo or args.locomo_supersessions:
+        locomo = Path(args.locomo) if args.locomo else _default_locomo()
+        if locomo is None or not locomo.exists():
+            print(
+                "memlane bench updates: no LoCoMo data (../shared/locomo or --locomo); "
+                "skipping the LoCoMo supersessions",
+                file=sys.stderr,
+            )
+            locomo = locomo or Path("locomo")  # the report says it was skipped
+    try:
+        result = aio.run(updates.run(settings, data=args.data, locomo=locomo, show_progress=not args.quiet))
+    except ValueError as e:  # a data file that fails its checks
+        print(f"memlane bench updates: {e}", file=sys.stderr)
+        return 2
+    _write(result, updates.markdown(result), args)
     return 0
 
 

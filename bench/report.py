@@ -436,6 +436,7 @@ RENDERERS = {
     "maintain": ("memlane.bench.maintainbench", "markdown"),
     "topics": ("memlane.bench.topicsbench", "markdown"),
     "backup": ("memlane.bench.backupbench", "markdown"),
+    "updates": ("memlane.bench.updates", "markdown"),
 }
 VIEWS = ("full", "summary")
 
