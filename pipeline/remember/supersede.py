@@ -41,20 +41,32 @@ CANDIDATES = 8
 # work share a subject and an attribute without one replacing the other).
 MIN_SIMILARITY = 0.25
 UNSAID_SIMILARITY = 0.65
+# Two statements this close with one subject are one fact's two values, whatever words name it.
+RESTATED_SIMILARITY = 0.8
 # A statement of one fact is short, and a newer value changes a slot of it: two texts with more
 # content words, or that differ in more, are a conversation's turns that share a topic (on LoCoMo's
 # development turns, without these bounds, one turn in four "superseded" another).
 MAX_WORDS = 12
-MAX_CHANGED = 4
+MAX_CHANGED = 6
 
+_SPEAKER = re.compile(r"([A-Z][\w.'’-]*(?: [A-Z][\w.'’-]*)?):\s+")
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:]\s*)$")
 _TOKEN = re.compile(r"[A-Za-z0-9$€£][\w'’$€£.:-]*[\w$€£]|[A-Za-z0-9]")
 _FIRST = frozenset("i i'm i've i'd i'll me my mine myself".split())
 _WE = frozenset("we we're we've we'd we'll our ours us ourselves".split())
 _POSSESSIVE = frozenset({"my", "our"})
+# People named by their relation to someone: "my partner", "Kenji's parents" are not "I", "Kenji".
+_RELATIONS = frozenset(
+    """partner wife husband girlfriend boyfriend mum mom mother dad father parents brother sister
+    son daughter kids children friend boss manager colleague roommate flatmate neighbour neighbor
+    team cousin uncle aunt grandma grandpa grandmother grandfather""".split()
+)
 # Capitalised openers that are not what a text is about.
 _NOT_NAMES = frozenset(
     """yesterday today tomorrow tonight last next recently lately also then well yes no ok okay so
-    now currently still since sometimes usually always never please thanks just actually""".split()
+    now currently still since sometimes usually always never please thanks just actually wow
+    thank sure yeah yep hey hi hello bye cheers great cool awesome oh haha lol congrats nice sounds
+    see glad good sorry correction update""".split()
 )
 
 # Kinds of facts, by the words that name them (prefixes: "relocat" is relocated, relocating). The
@@ -98,7 +110,8 @@ _OWNER = next(i for i, (_, stems) in enumerate(_FAMILIES) if "owner" in stems)
 _CHANGE_WORDS = frozenset(
     """now moved switched switch switching replaced replace instead changed change upgraded
     upgrading downgraded migrated migrating relocated rescheduled ditched dropped new newer
-    currently anymore nowadays became become becomes promoted renamed took left quit""".split()
+    currently anymore nowadays became become becomes promoted renamed took left quit started finally
+    rewrote rewritten raised handed sold graduated retrained correction actually""".split()
 )
 _CHANGE_PHRASES = ("no longer", "any more", "these days", "took over", "from now on", "not anymore")
 _ADDITIVE_WORDS = frozenset("also another second third too additionally added adding both extra".split())
@@ -135,12 +148,13 @@ class _Read:
     change: bool
     additive: bool
     negated: bool
-    capitalised: frozenset[str]  # words written with a capital: names, no attribute of their own
+    capitalised: frozenset[str]  # words written with a capital inside a sentence: names
     asks: bool  # a question states no value
 
 
 def _tokens(text: str) -> list[str]:
-    return [t.lower().rstrip(".:") for t in _TOKEN.findall(text)]
+    """Lower-cased words, a possessive's "'s" dropped ("Acme's" is "acme")."""
+    return [re.sub(r"['’]s$", "", t.lower().rstrip(".:")) for t in _TOKEN.findall(text)]
 
 
 def _in_family(word: str, stems: tuple[str, ...]) -> bool:
@@ -148,43 +162,57 @@ def _in_family(word: str, stems: tuple[str, ...]) -> bool:
 
 
 def subject(text: str) -> str | None:
-    """The key of what ``text`` is about: its earliest name (an entity), or "i" / "we" for a first
-    person; "my sister Maya" is Maya. None when it names neither."""
+    """The key of what ``text`` is about: the earliest of its first name (an entity), a first
+    person ("i", "we") and its first content word ("the standup" is "standup"). A name or a
+    relation after "my" / "our" is the subject ("my sister Maya" is "maya", "my partner" is
+    "my partner"), and so is a relation after a name ("Kenji's parents"). None for no words."""
+    words = [
+        (m.start(), m.group(0).lower().replace("’", "'"))
+        for m in re.finditer(r"[A-Za-z0-9][\w'’.-]*[A-Za-z0-9]|[A-Za-z0-9]", text)
+    ]
     named = [
         (text.find(e.name), e.key)
         for e in entities.extract(text, limit=6)
         if e.kind in ("name", "term", "handle") and text.find(e.name) >= 0
     ]
-    pronoun: tuple[int, str, str] | None = None
-    for m in re.finditer(r"[A-Za-z'’]+", text):
-        w = m.group(0).lower().replace("’", "'")
-        if w in _FIRST or w in _WE:
-            pronoun = (m.start(), "i" if w in _FIRST else "we", w)
-            break
     first_name = min(named) if named else None
-    if first_name is None or first_name[0] > 0:
+    if words and (first_name is None or first_name[0] > 0):
         # A name that opens the text is a name even when it is a common word too ("Tom", "Grace").
         opener = re.match(r"([A-Z][a-z]+)(?:['’]s)?\b", text)
         if opener and opener.group(1).lower() not in STOPWORDS and opener.group(1).lower() not in _NOT_NAMES:
             first_name = (0, opener.group(1).lower())
-    if pronoun is None:
-        if first_name is not None:
-            return first_name[1]
-        # "The standup is at 9am": the first content word is what it is about.
-        for t in _tokens(text):
-            if t not in STOPWORDS and not t[0].isdigit():
-                return t
-        return None
-    if first_name is None or pronoun[0] < first_name[0]:
-        # "my sister Maya", "our new manager, Priya": the name is the subject.
-        if pronoun[2] in _POSSESSIVE and first_name is not None and first_name[0] - pronoun[0] <= 25:
-            return first_name[1]
-        return pronoun[1]
-    return first_name[1]
+    for k, (pos, w) in enumerate(words):
+        after = words[k + 1][1] if k + 1 < len(words) else ""
+        if w in _POSSESSIVE:
+            if after in _RELATIONS:
+                nxt = words[k + 2] if k + 2 < len(words) else None
+                if first_name is not None and nxt is not None and nxt[0] == first_name[0]:
+                    return first_name[1]  # "my sister Maya"
+                return f"{w} {after}"
+            if first_name is not None and k + 1 < len(words) and words[k + 1][0] == first_name[0]:
+                return first_name[1]  # "our iOS app"
+            return "i" if w in _FIRST else "we"
+        if w in _FIRST or w in _WE:
+            return "i" if w in _FIRST else "we"
+        if first_name is not None and pos >= first_name[0]:
+            owner = first_name[1]
+            rest = text[first_name[0] :].split(None, 2)
+            # "Kenji's parents": another person than Kenji.
+            if rest and re.search(r"['’]s?$", rest[0]) and len(rest) > 1 and rest[1].lower() in _RELATIONS:
+                return f"{owner}'s {rest[1].lower()}"
+            return owner
+        if w not in STOPWORDS and not w[0].isdigit() and w not in _NOT_NAMES:
+            return w
+    return first_name[1] if first_name is not None else None
 
 
 @functools.lru_cache(maxsize=4096)
 def _read(content: str) -> _Read:
+    # A chat turn's speaker ("Maria: ..."): her "I" is not another speaker's, and her name is no
+    # word of what she says.
+    speaker = _SPEAKER.match(content)
+    if speaker:
+        content = content[speaker.end() :]
     toks = _tokens(content)
     low = " " + " ".join(toks) + " "
     negated = bool(_NEGATIONS.intersection(t.replace("’", "'") for t in toks))
@@ -194,17 +222,29 @@ def _read(content: str) -> _Read:
     words = frozenset(
         t for t in toks if t not in STOPWORDS and t not in _FIRST and t not in _WE and len(t) > 1
     )
+    said = subject(content)
+    if speaker and said in ("i", "we"):
+        said = f"{said}@{speaker.group(1).lower()}"
     return _Read(
-        subject=subject(content),
+        subject=said,
         words=words,
         families=fams,
         single=any(_FAMILIES[i][0] for i in fams),
         change=(bool(_CHANGE_WORDS & cues) and not negated) or any(f" {p} " in low for p in _CHANGE_PHRASES),
         additive=bool(_ADDITIVE_WORDS.intersection(toks)) or any(f" {p} " in low for p in _ADDITIVE_PHRASES),
         negated=negated,
-        capitalised=frozenset(t.lower() for t in _TOKEN.findall(content) if t[:1].isupper()),
+        capitalised=frozenset(
+            m.group(0).lower()
+            for m in _TOKEN.finditer(content)
+            if m.group(0)[:1].isupper() and not _SENTENCE_START.search(content[: m.start()])
+        ),
         asks="?" in content,
     )
+
+
+def _values(words: set[str], read: _Read) -> bool:
+    """Whether these words hold a value a fact is stated with: a number or a name."""
+    return any(any(c.isdigit() for c in w) or w in read.capitalised for w in words)
 
 
 def _only_in(a: frozenset[str], b: frozenset[str]) -> set[str]:
@@ -221,8 +261,43 @@ def _same_attribute(a: _Read, b: _Read) -> bool:
     if a.families & b.families:
         return True
     shared = {w for w in a.words if any(same_word(w, x) for x in b.words)} - {a.subject, b.subject}
-    shared -= a.capitalised | b.capitalised
     return any(token_rank(w) >= _RARE_RANK and not w.isdigit() for w in _plain(shared))
+
+
+def _same_subject(a: _Read, b: _Read) -> bool:
+    """Whether two texts are about one thing: the same subject; or a team's "we" and a thing the
+    team's text names ("We switched transactional email to Postmark" and "Transactional email goes
+    through SendGrid"); or two things, one named in the other ("Version 4.3 of the iOS app" and
+    "Our iOS app's current release"). Never "I" and another, nor one person and another."""
+    sa, sb = a.subject, b.subject
+    if sa is None or sb is None:
+        return False
+    if sa == sb:
+        return True
+    if {sa.split("@")[0], sb.split("@")[0]} == {"i", "we"} and sa.partition("@")[2] == sb.partition("@")[2]:
+        return True  # "I live in Manchester", then "We moved to Edinburgh"
+    if _first_person(sa) or _first_person(sb) or _is_person(sa) or _is_person(sb):
+        return False
+    if sa in a.capitalised and sb in b.capitalised:
+        return False  # two names: two people, or two products
+    if sa == "we":
+        return _names(sb, a.words)
+    if sb == "we":
+        return _names(sa, b.words)
+    return _names(sa, b.words) or _names(sb, a.words)
+
+
+def _first_person(subject: str) -> bool:
+    return subject.split("@")[0] == "i" or (subject.startswith("we@"))
+
+
+def _is_person(subject: str) -> bool:
+    """A relation ("my partner", "Kenji's parents") or a name capitalised as a person's is."""
+    return " " in subject and (subject.startswith(("my ", "our ")) or "'s " in subject)
+
+
+def _names(subject: str, words: frozenset[str]) -> bool:
+    return all(any(same_word(part, w) for w in words) for part in subject.split())
 
 
 def _same_thing_new_owner(rn: _Read, ro: _Read) -> bool:
@@ -243,7 +318,7 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
         return None
     if rn.subject is None or not _same_attribute(rn, ro):
         return None
-    if rn.subject != ro.subject and not _same_thing_new_owner(rn, ro):
+    if not _same_subject(rn, ro) and not _same_thing_new_owner(rn, ro):
         return None
     newer, older, rnewer = (new, old, rn) if new.valid_from >= old.valid_from else (old, new, ro)
     # Who owns it is the value when the thing owned is the subject.
@@ -259,27 +334,33 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
         return None
     if not only_new or not only_old or rnewer.additive:
         return None  # a restatement, or news that adds to what was known
+    if not (rn.families & ro.families) and not (_values(only_new, rn) or _values(only_old, ro)):
+        return None  # no kind of fact named, and no name or number changed: talk, not a fact
     if new.valid_from == old.valid_from and not rnewer.change:
         # Nothing orders them: both kept, marked, for the client to ask which is right.
         return Verdict(old=old.id, new=new.id, kind="conflicts") if rn.single and ro.single else None
-    unsaid = rnewer.single and bool(rn.families & ro.families) and not (rn.negated or ro.negated)
-    if rnewer.change or (unsaid and similarity >= UNSAID_SIMILARITY):
+    # Unsaid: the newer does not say it changed. Then the attribute holds one value at a time (no
+    # family of many values, such as pets), and the two are close.
+    many = any(not _FAMILIES[i][0] for i in rn.families | ro.families)
+    unsaid = not (rn.negated or ro.negated or many) and (
+        (rnewer.single and bool(rn.families & ro.families) and similarity >= UNSAID_SIMILARITY)
+        or (similarity >= RESTATED_SIMILARITY and _values(only_new, rn) and _values(only_old, ro))
+    )
+    if rnewer.change or unsaid:
         return Verdict(old=older.id, new=newer.id, kind="replaces")
     return None
 
 
 def decide(new: Text, neighbours: Sequence[tuple[Text, float]]) -> list[Verdict]:
-    """Every verdict about ``new`` among its current ``neighbours`` (text, cosine similarity),
-    nearest first. A memory dated earlier than a neighbour can be superseded by it, never
-    supersede it."""
-    out: list[Verdict] = []
-    for old, sim in neighbours:
-        v = judge(new, old, sim)
-        if v is not None:
-            out.append(v)
-    # The new memory is replaced by at most one (the newest that replaces it).
-    replaced_by = [v for v in out if v.kind == "replaces" and v.old == new.id]
-    if len(replaced_by) > 1:
-        keep = max(replaced_by, key=lambda v: next(t.valid_from for t, _ in neighbours if t.id == v.new))
-        out = [v for v in out if not (v.kind == "replaces" and v.old == new.id) or v is keep]
-    return out
+    """The verdicts about ``new`` among its current ``neighbours`` (text, cosine similarity).
+    A memory dated earlier than a neighbour can be superseded by it, never supersede it.
+
+    A new statement replaces one earlier statement, its predecessor: of several that qualify, the
+    closest ("my 1:1 with Sofia moved" replaces the 1:1 with Sofia, not the one with Marcus, which
+    qualifies too). Likewise it is replaced by at most one, the closest newer."""
+    judged = [(v, sim) for old, sim in neighbours if (v := judge(new, old, sim)) is not None]
+    conflicts = [v for v, _ in judged if v.kind == "conflicts"]
+    replaces = [(v, sim) for v, sim in judged if v.kind == "replaces" and v.new == new.id]
+    replaced = [(v, sim) for v, sim in judged if v.kind == "replaces" and v.old == new.id]
+    best = [max(group, key=lambda p: p[1])[0] for group in (replaces, replaced) if group]
+    return best + conflicts
