@@ -253,6 +253,17 @@ class Engine:
         await self._written()
         return forgotten
 
+    async def supersede(
+        self, old_id: Any, new_id: Any | None, *, principal: Principal | None = None
+    ) -> Memory:
+        """A user's fix of supersession: ``old`` is superseded by ``new``, or (None) current again."""
+        scope = await self._scope(principal)
+        old = await self.store.resolve_id(old_id, scope)
+        new = await self.store.resolve_id(new_id, scope) if new_id is not None else None
+        changed = await self.store.set_successor(old, new)
+        await self._written()
+        return changed
+
     async def update(
         self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
     ) -> Memory:

@@ -14,6 +14,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
@@ -71,6 +72,7 @@ class HandlesReadAhead:
 # max_tokens.
 CONTEXT_SHARE = 0.25
 ENTITY_SHARE = 0.2
+HISTORY_SHARE = 0.2
 
 
 @dataclass(slots=True)
@@ -80,6 +82,9 @@ class Extras:
 
     context: dict[UUID, list[tuple[UUID, str, int | None]]] | None = None
     entities: list[tuple[str, list[str]]] | None = None
+    # include_history: the earlier versions a memory replaced, newest first (id, content, valid
+    # from, valid until); store/supersession.py.
+    history: dict[UUID, list[tuple[UUID, str, datetime, datetime | None]]] | None = None
 
 
 # Counts of short rendered pieces (a memory's view, an extra's item) are kept: the same memories
@@ -122,6 +127,32 @@ def _add_context(
             budget -= cost
         if added:
             view["context"] = added
+
+
+def _add_history(
+    chosen: list[tuple[Candidate, dict[str, Any]]],
+    history: dict[UUID, list[tuple[UUID, str, datetime, datetime | None]]],
+    budget: int,
+) -> None:
+    """Each chosen memory's earlier versions, best memory first, while they fit in ``budget``."""
+    for c, view in chosen:
+        added: list[dict[str, Any]] = []
+        overhead = count_tokens(',"history":[]')
+        for mid, content, since, until in history.get(c.memory.id) or []:
+            item = {"id": render.handle_of(mid), "content": content, "date": _day(since)}
+            if until is not None:
+                item["valid_until"] = _day(until)
+            cost = _cost(item) + (overhead if not added else 0)
+            if cost > budget:
+                continue
+            added.append(item)
+            budget -= cost
+        if added:
+            view["history"] = added
+
+
+def _day(t: datetime) -> str:
+    return t.astimezone(UTC).date().isoformat()
 
 
 def _entity_list(entities: list[tuple[str, list[str]]], shown: set[str], budget: int) -> list[dict[str, Any]]:
@@ -225,7 +256,8 @@ def pack(
     extras = extras or Extras()
     context_budget = int(max_tokens * CONTEXT_SHARE) if extras.context is not None else 0
     entity_budget = int(max_tokens * ENTITY_SHARE) if extras.entities is not None else 0
-    memory_tokens = max_tokens - context_budget - entity_budget
+    history_budget = int(max_tokens * HISTORY_SHARE) if extras.history is not None else 0
+    memory_tokens = max_tokens - context_budget - entity_budget - history_budget
     # The envelope plus a comma per memory and the digits of tokens_used (up to 2 tokens).
     used = bare + 1
     # A text has at most as many tokens as UTF-8 bytes (every cl100k token is one byte or more).
@@ -273,6 +305,8 @@ def pack(
         bound = used
     if extras.context and chosen:
         _add_context(chosen, extras.context, context_budget)
+    if extras.history and chosen:
+        _add_history(chosen, extras.history, history_budget)
     entity_list: list[dict[str, Any]] = []
     if extras.entities and chosen:
         entity_list = _entity_list(extras.entities, {c.memory.content for c, _ in chosen}, entity_budget)
@@ -285,8 +319,14 @@ def pack(
             break
         # Over by a few tokens (BPE merges across boundaries): the extras give way first.
         with_context = [v for _, v in chosen if v.get("context")]
+        with_history = [v for _, v in chosen if v.get("history")]
         if entity_list:
             entity_list.pop()
+        elif with_history:
+            view = with_history[-1]
+            view["history"].pop()
+            if not view["history"]:
+                del view["history"]
         elif with_context:
             view = with_context[-1]
             view["context"].pop()

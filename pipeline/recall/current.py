@@ -4,17 +4,20 @@ question about the present: that memory is moved (or, when no arm found it, brou
 it, with at least its score. The older one stays in the list: it still answers "what was it before?".
 
 A question about the past ("before", "used to", "previously", "originally", a year) keeps the
-order the stages gave, in which the older wording usually matches best.
+order the stages gave, in which the older wording usually matches best. A recall ``as_of`` a time
+puts the memories valid then first (their value started by then and was not yet replaced), in the
+order the stages gave, and the rest after them.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
-from memlane.pipeline.records import Candidate
+from memlane.pipeline.records import Candidate, Memory
 
 # Words that ask about an earlier state than today's.
 _PAST = re.compile(
@@ -28,7 +31,17 @@ def asks_about_the_past(question: str) -> bool:
     return _PAST.search(question) is not None
 
 
+def valid_at(m: Memory, when: datetime) -> bool:
+    """Whether ``m``'s value held at ``when``: it started by then and was not yet replaced."""
+    return (m.occurred_at or m.created_at) <= when and (m.valid_until is None or m.valid_until > when)
+
+
 async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    as_of = ctx.request.as_of
+    if as_of is not None:
+        then = [c for c in candidates if valid_at(c.memory, as_of)]
+        later = [c for c in candidates if not valid_at(c.memory, as_of)]
+        return Step(then + later, detail={"as_of": as_of.isoformat(), "valid_then": len(then)})
     superseded = [c.memory.id for c in candidates if c.memory.superseded_by is not None]
     if not superseded:
         return Step(candidates, status="skipped: nothing superseded among the candidates")

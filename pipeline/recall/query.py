@@ -66,6 +66,8 @@ class RecallQuery(Request):
     explain: bool = False
     include_context: bool = False  # each memory's previous/next neighbours in its source
     include_entities: bool = False  # other key facts about the entities of the results
+    as_of: datetime | None = None  # the memories valid then first (recall/current.py)
+    include_history: bool = False  # each returned memory's earlier versions (supersession)
     ablation: Ablation = Ablation()
     # Each memory returned counts an access (stage 8's access boost reads them): the assistant used
     # it. The browser and the benchmarks look without counting.
@@ -149,7 +151,9 @@ class RecallQuery(Request):
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         return str(mode)
 
-    @field_validator("include_context", "include_entities", "count_accesses", mode="before")
+    @field_validator(
+        "include_context", "include_entities", "include_history", "count_accesses", mode="before"
+    )
     @classmethod
     def _flag(cls, value: Any, info: ValidationInfo) -> bool:
         if not isinstance(value, bool):
@@ -165,6 +169,11 @@ class RecallQuery(Request):
     @classmethod
     def _reference_time(cls, value: Any) -> datetime:
         return v.parse_datetime(value, "reference_time") or datetime.now(UTC)
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _as_of(cls, value: Any) -> datetime | None:
+        return v.parse_datetime(value, "as_of")
 
     @field_validator("ablation", mode="before")
     @classmethod

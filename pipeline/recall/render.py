@@ -58,6 +58,10 @@ def memory_view(
         out["project"] = m.project
     if m.metadata:
         out["metadata"] = m.metadata
+    if m.superseded_by is not None:
+        out["superseded_by"] = str(m.superseded_by) if explain else handle_of(m.superseded_by)
+        if m.valid_until is not None:
+            out["valid_until"] = m.valid_until.astimezone(UTC).date().isoformat()
     if explain and score is not None:
         out["score"] = round(score, 4)
     if explain and adjustments:  # stage 8's factors on the score (pipeline/recall/adjust.py)

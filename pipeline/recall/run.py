@@ -91,7 +91,7 @@ async def _adjustments(ctx: RecallContext, candidates: list[Candidate]) -> Step[
 async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[assemble.Packed]:
     req = ctx.request
     extras = None
-    if req.include_context or req.include_entities:
+    if req.include_context or req.include_entities or req.include_history:
         # For the candidates that may be taken (a long one may be skipped, so twice the limit).
         ids = [c.memory.id for c in candidates[: 2 * req.limit]]
         g = ctx.config.graph
@@ -102,6 +102,7 @@ async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[ass
             )
             if req.include_entities
             else None,
+            history=await ctx.store.history_of(ids) if req.include_history else None,
         )
     packed = await assemble.assemble(
         candidates,

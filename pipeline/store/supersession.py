@@ -10,17 +10,20 @@ from uuid import UUID
 
 from psycopg.rows import dict_row
 
+from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import read_again_once
-from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
+from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, MEMORY_NAMES, row_to_memory
+
+O_MEMORY_COLUMNS = ", ".join("o." + c for c in MEMORY_NAMES)
 
 # (id, content, valid from: occurred_at else created_at, superseded_by)
 Dated = tuple[UUID, str, datetime, UUID | None]
 
 
 class SupersessionQueries(StorePart):
-    """Mixed into Store; needs ``_connection()`` and ``_serialise_writes``."""
+    """Mixed into Store; needs ``_connection()``, ``_serialise_writes`` and ``_serialise_writes_of``."""
 
     @read_again_once
     async def dated_texts(self, ids: Sequence[UUID]) -> dict[UUID, Dated]:
@@ -54,6 +57,69 @@ class SupersessionQueries(StorePart):
                 ([p[0] for p in pairs], [p[1] for p in pairs], project, project),
             )
             return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def set_successor(self, old: UUID, new: UUID | None) -> Memory:
+        """A user's decision: ``old`` is superseded by ``new`` (both of one project; ``new`` not
+        itself replaced, directly or down its chain, by ``old``), or, with None, current again.
+        Returns ``old`` as it now is."""
+        async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes_of(conn, [old] if new is None else [old, new])
+            cur = await conn.execute(
+                "SELECT id, project FROM memories WHERE id = ANY(%s)", ([old] if new is None else [old, new],)
+            )
+            found = {r[0]: r[1] for r in await cur.fetchall()}
+            for mid in (old, new):
+                if mid is not None and mid not in found:
+                    raise NotFound(f"no memory has id {mid}")
+            if new is not None:
+                if new == old:
+                    raise InvalidInput("a memory cannot supersede itself")
+                if found[new] != found[old]:
+                    raise InvalidInput(
+                        f"both memories must be of one project (one is in {found[old]!r}, the other in {found[new]!r})"
+                    )
+                cur = await conn.execute(
+                    "WITH RECURSIVE chain(id, depth) AS (SELECT superseded_by, 1 FROM memories WHERE id = %s"
+                    "  UNION ALL SELECT m.superseded_by, c.depth + 1 FROM chain c JOIN memories m ON m.id = c.id"
+                    "  WHERE m.superseded_by IS NOT NULL AND c.depth < 64)"
+                    " SELECT 1 FROM chain WHERE id = %s",
+                    (new, old),
+                )
+                if await cur.fetchone() is not None:
+                    raise InvalidInput(f"{old} already supersedes {new}: unsupersede it first")
+            updated = await conn.cursor(row_factory=dict_row).execute(
+                "UPDATE memories o SET superseded_by = %s,"
+                " valid_until = (SELECT coalesce(occurred_at, created_at) FROM memories WHERE id = %s)"
+                f" WHERE o.id = %s RETURNING {O_MEMORY_COLUMNS}",
+                (new, new, old),
+            )
+            row = await updated.fetchone()
+        assert row is not None  # found above, under the project's write turn
+        return row_to_memory(row)
+
+    @read_again_once
+    async def history_of(
+        self, ids: Sequence[UUID]
+    ) -> dict[UUID, list[tuple[UUID, str, datetime, datetime | None]]]:
+        """For each of these memories, the memories it replaced, and those they replaced, up to a
+        chain of 16: (id, content, valid from, valid until), newest first."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH RECURSIVE chain(root, id, depth) AS ("
+                "  SELECT m.superseded_by, m.id, 1 FROM memories m WHERE m.superseded_by = ANY(%s)"
+                "  UNION ALL SELECT c.root, m.id, c.depth + 1 FROM chain c"
+                "  JOIN memories m ON m.superseded_by = c.id WHERE c.depth < 16)"
+                " SELECT c.root, m.id, m.content, coalesce(m.occurred_at, m.created_at), m.valid_until"
+                " FROM chain c JOIN memories m ON m.id = c.id"
+                " ORDER BY c.root, coalesce(m.occurred_at, m.created_at) DESC, m.id",
+                (list(ids),),
+            )
+            out: dict[UUID, list[tuple[UUID, str, datetime, datetime | None]]] = {}
+            for root, mid, content, since, until in await cur.fetchall():
+                out.setdefault(root, []).append((mid, content, since, until))
+            return out
 
     @read_again_once
     async def successors(self, ids: Sequence[UUID]) -> dict[UUID, Memory]:

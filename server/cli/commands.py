@@ -224,6 +224,18 @@ async def cmd_import(engine: Engine, args) -> int:
     return 0
 
 
+async def cmd_supersede(engine: Engine, args) -> int:
+    old = await engine.supersede(args.old, args.new)
+    print(render.to_text(MemoryOut.of(old).model_dump(exclude={"score"})))
+    return 0
+
+
+async def cmd_unsupersede(engine: Engine, args) -> int:
+    current = await engine.supersede(args.id, None)
+    print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
+    return 0
+
+
 async def cmd_export(engine: Engine, args) -> int:
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     n = 0

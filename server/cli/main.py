@@ -106,6 +106,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--include-entities", action="store_true", help="other key facts about the entities of the results"
     )
+    s.add_argument("--as-of", help="the memories valid at this time (ISO 8601) first")
+    s.add_argument(
+        "--include-history", action="store_true", help="each memory's earlier versions, which it superseded"
+    )
+
+    s = sub.add_parser(
+        "supersede", help="mark memory OLD superseded by NEW (a newer value of the same fact); prints OLD"
+    )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_supersede))
+    s.add_argument("old", metavar="OLD", help="id or handle of the memory that is no longer current")
+    s.add_argument("new", metavar="NEW", help="id or handle of the memory that replaces it")
+    s = sub.add_parser("unsupersede", help="make a superseded memory current again; prints it")
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_unsupersede))
+    s.add_argument("id", metavar="ID", help="id or handle of the superseded memory")
 
     s = sub.add_parser("import", help="bulk-import memories from JSONL (resumable: nothing is added twice)")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_import))

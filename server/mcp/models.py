@@ -157,6 +157,13 @@ class ContextItem(BaseModel):
     position: int | None = Field(description="Its position in the source, when it has one.")
 
 
+class HistoryItem(BaseModel):
+    id: str = Field(description="Handle of the earlier version (8 hex digits).")
+    content: str
+    date: str = Field(description="When its value started: YYYY-MM-DD.")
+    valid_until: str = Field(description="When the next version replaced it: YYYY-MM-DD.")
+
+
 class EntityFacts(BaseModel):
     name: str
     facts: list[str] = Field(description="Other memories that mention it, latest first.")
@@ -202,6 +209,18 @@ class MemoryView(BaseModel):
     context: list[ContextItem] | SkipJsonSchema[None] = Field(
         default=None,
         description="include_context=true: the memory's previous and next neighbours in its source.",
+    )
+    superseded_by: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present when a newer memory states its newer value: that memory's handle. "
+        "Not current: it answers what was true before valid_until.",
+    )
+    valid_until: str | SkipJsonSchema[None] = Field(
+        default=None, description="With superseded_by: when the newer value started (YYYY-MM-DD)."
+    )
+    history: list[HistoryItem] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="include_history=true: the earlier versions this memory replaced, newest first.",
     )
 
 

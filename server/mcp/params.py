@@ -138,6 +138,20 @@ IncludeContext = Annotated[
         "document (within a share of max_tokens)."
     ),
 ]
+AsOf = Annotated[
+    str | None,
+    Field(
+        description="Answer as of this time (ISO 8601): the memories valid then come first, and a "
+        "memory superseded since is not moved below its successor."
+    ),
+]
+IncludeHistory = Annotated[
+    bool,
+    Field(
+        description="Also return, with each memory that replaced others, its earlier versions "
+        "(within a share of max_tokens)."
+    ),
+]
 IncludeEntities = Annotated[
     bool,
     Field(

@@ -122,6 +122,8 @@ async def recall(
     current_project: p.CurrentProject = None,
     include_context: p.IncludeContext = False,
     include_entities: p.IncludeEntities = False,
+    as_of: p.AsOf = None,
+    include_history: p.IncludeHistory = False,
 ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
     """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already. What is current comes first: a memory a newer one superseded carries superseded_by and valid_until, and ranks below its successor unless the question asks about the past."""
     arguments = _arguments(locals())

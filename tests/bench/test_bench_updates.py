@@ -239,9 +239,9 @@ SUBSET = ("maya-home", "our-dogs", "acme-ci")
 
 
 class _Reporting:
-    """A client that adds ``supersedes`` to chosen remember results and ``superseded_by`` to a
-    chosen recalled memory, as the tools will once memlane detects supersession: the bench must
-    read them through the results, whatever the server does today."""
+    """A client whose remember results carry the chosen ``supersedes`` only, and whose recalled
+    memories carry ``superseded_by`` only on a chosen one, whatever the server decided: the bench
+    must read them through the results."""
 
     def __init__(self, client, supersedes: dict[str, list[str]], recalled_superseded: str):
         self.client, self.supersedes, self.recalled = client, supersedes, recalled_superseded
@@ -252,13 +252,13 @@ class _Reporting:
         data = dict(res.structured_content or {})
         if tool == "remember":
             self.ids[args["content"]] = data["id"]
-            olds = self.supersedes.get(args["content"])
-            if olds is not None:
-                data["supersedes"] = [{"id": self.ids[o][:8], "content": o, "date": None} for o in olds]
+            olds = self.supersedes.get(args["content"], [])
+            data["supersedes"] = [{"id": self.ids[o][:8], "content": o, "date": None} for o in olds]
+            data.pop("superseded_by", None)
         elif tool == "recall":
+            plain = [{k: v for k, v in m.items() if k != "superseded_by"} for m in data.get("memories", [])]
             data["memories"] = [
-                {**m, "superseded_by": "ffffffff"} if m["content"] == self.recalled else m
-                for m in data.get("memories", [])
+                {**m, "superseded_by": "ffffffff"} if m["content"] == self.recalled else m for m in plain
             ]
         return res.model_copy(update={"structured_content": data})
 

@@ -3,14 +3,18 @@ what remember reports, what recall ranks first, and what forget gives back."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import pytest
+from support.clients import call_ok
 
+from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall.current import asks_about_the_past
 from memlane.pipeline.recall.query import Ablation
 from memlane.pipeline.remember.supersede import Text, decide, judge, subject
+from memlane.server.cli.main import main
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +151,84 @@ async def test_an_update_to_a_newer_value_supersedes_like_a_new_memory(engine):
     note = await engine.remember({"content": "Bring snacks on Friday", "project": "p"})
     await engine.update(str(note.id), {"content": "The standup moved to 10am"})
     assert (await engine.store.get(old.id)).superseded_by == note.id
+
+
+async def _maya(engine):
+    lisbon = await engine.remember(
+        {"content": "Maya lives in Lisbon", "project": "p", "occurred_at": "2024-01-10"}
+    )
+    berlin = await engine.remember(
+        {"content": "Maya moved to Berlin for her new job", "project": "p", "occurred_at": "2025-06-01"}
+    )
+    assert [s.id for s in berlin.supersedes] == [lisbon.id]
+    return lisbon, berlin
+
+
+async def test_recall_as_of_a_date_puts_the_version_valid_then_first(engine):
+    lisbon, berlin = await _maya(engine)
+    ask = {"query": "Where does Maya live?", "project": "p", "count_accesses": False}
+    then = await engine.recall({**ask, "as_of": "2024-08-01"})
+    assert [m.id for m, _ in then.memories][0] == lisbon.id
+    now = await engine.recall({**ask, "as_of": "2025-08-01"})
+    assert [m.id for m, _ in now.memories][0] == berlin.id
+    with pytest.raises(InvalidInput, match="as_of"):
+        await engine.recall({**ask, "as_of": "not a date"})
+
+
+async def test_recall_include_history_returns_the_earlier_versions_and_marks_the_old(connect):
+    async with connect() as client:
+        first = await call_ok(
+            client, "remember", {"content": "Maya lives in Lisbon", "occurred_at": "2024-01-10"}
+        )
+        second = await call_ok(
+            client,
+            "remember",
+            {"content": "Maya moved to Berlin for her new job", "occurred_at": "2025-06-01"},
+        )
+        assert [s["id"] for s in second["supersedes"]] == [first["id"]]
+        res = await call_ok(client, "recall", {"query": "Where does Maya live?", "include_history": True})
+    top, *rest = res["memories"]
+    assert top["content"].startswith("Maya moved to Berlin")
+    assert top["history"] == [
+        {
+            "id": first["id"][:8],
+            "content": "Maya lives in Lisbon",
+            "date": "2024-01-10",
+            "valid_until": "2025-06-01",
+        }
+    ]
+    old = next(m for m in rest if m["content"] == "Maya lives in Lisbon")
+    assert old["superseded_by"] == second["id"][:8] and old["valid_until"] == "2025-06-01"
+
+
+async def test_a_user_can_undo_and_redo_a_supersession(engine):
+    lisbon, berlin = await _maya(engine)
+    again = await engine.supersede(str(lisbon.id), None)
+    assert again.superseded_by is None and again.valid_until is None
+    redone = await engine.supersede(str(lisbon.id), str(berlin.id))
+    assert redone.superseded_by == berlin.id
+    with pytest.raises(InvalidInput, match="already supersedes"):
+        await engine.supersede(str(berlin.id), str(lisbon.id))
+    with pytest.raises(InvalidInput, match="itself"):
+        await engine.supersede(str(berlin.id), str(berlin.id))
+    other = await engine.remember({"content": "Tom lives in Porto", "project": "q"})
+    with pytest.raises(InvalidInput, match="one project"):
+        await engine.supersede(str(other.id), str(berlin.id))
+
+
+def test_supersede_and_unsupersede_commands(settings, capsys, monkeypatch):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
+
+    def run(*argv: str) -> dict:
+        assert main(list(argv)) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
+    new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
+    assert [s["id"] for s in new["supersedes"]] == [old["id"]]
+    current = run("unsupersede", old["id"])
+    assert current["id"] == old["id"] and "superseded_by" not in current
+    marked = run("supersede", old["id"][:8], new["id"][:8])
+    assert marked["superseded_by"] == new["id"] and marked["valid_until"].startswith("2026-02-02")
+    assert main(["supersede", old["id"], old["id"]]) != 0
+    assert "cannot supersede itself" in capsys.readouterr().err
