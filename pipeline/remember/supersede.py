@@ -311,7 +311,7 @@ def _same_thing_new_owner(rn: _Read, ro: _Read) -> bool:
 
 def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
     """What ``new`` (just stored) does to ``old`` (stored before, current), or None."""
-    if similarity < MIN_SIMILARITY or new.id == old.id:
+    if similarity < MIN_SIMILARITY or new.id == old.id or not (_short(new.content) and _short(old.content)):
         return None
     rn, ro = _read(new.content), _read(old.content)
     if len(rn.words) > MAX_WORDS or len(ro.words) > MAX_WORDS or rn.asks or ro.asks:
@@ -349,6 +349,25 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
     if rnewer.change or unsaid:
         return Verdict(old=older.id, new=newer.id, kind="replaces")
     return None
+
+
+def may_decide(content: str) -> bool:
+    """Whether a text is a statement of one fact, which alone can supersede or be superseded:
+    what ``judge`` would refuse for any neighbour, known before its neighbours are read."""
+    if not _short(content):
+        return False
+    r = _read(content)
+    return len(r.words) <= MAX_WORDS and r.subject is not None
+
+
+@functools.lru_cache(maxsize=8192)
+def _short(content: str) -> bool:
+    """A cheap first look: a statement, short enough to be one fact. Counted without the names
+    (the full read finds them, at ~1 ms a text)."""
+    if "?" in content:
+        return False
+    words = {t for t in _tokens(content) if t not in STOPWORDS and len(t) > 1}
+    return len(words) <= MAX_WORDS + 2  # "I'm", "my", a speaker's label: not content words
 
 
 def decide(new: Text, neighbours: Sequence[tuple[Text, float]]) -> list[Verdict]:

@@ -34,6 +34,8 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+import numpy as np
+
 from memlane.pipeline import access
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
@@ -154,7 +156,7 @@ async def _remember_in_parts(
     # The part under way at the model (None after the last): the next is sent as one is stored.
     started: asyncio.Future[list[list[float]]] | None = first
     near: list[Near] = []
-    k = max(similar[1], links.settings.relates_to_k)
+    k = max(similar[1], links.settings.relates_to_k, supersede.CANDIDATES)
     final: list[MemoryInput] = list(inputs)
     vectors: list[list[float]] = [[] for _ in inputs]  # each part's, in place as it is embedded
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
@@ -183,7 +185,7 @@ async def _remember_in_parts(
         # Every part is in: the whole batch's similar reports and relates_to links, memories of
         # different parts among them (Store.insert_chunks asks the plan for its links after the
         # last part); step 5 with the neighbours already found.
-        near = await novelty(ctx, final, vectors, similar=similar, links=links, found=found)
+        near, _ = await novelty(ctx, final, vectors, similar=similar, links=links, found=found)
 
     rows = prepared()
     try:
@@ -197,7 +199,7 @@ async def _remember_in_parts(
             )
     finally:
         await rows.aclose()  # a store that gave up early: the next part's embedding is cancelled
-    return await supersede_new(ctx, _remembered(final, stored, near), vectors)
+    return await supersede_new(ctx, _remembered(final, stored, near), final, vectors, found)
 
 
 def split_parts(order: list[int]) -> list[list[int]]:
@@ -264,11 +266,11 @@ async def store_inputs(
     searched = asyncio.ensure_future(novelty(ctx, inputs, vectors, similar=similar, links=links, found=found))
     try:
         inputs, assigned = await assign_topics(ctx, inputs, vectors)
-        near = await searched
+        near, found = await searched
     finally:
         searched.cancel()
     results = await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
-    return await supersede_new(ctx, results, vectors)
+    return await supersede_new(ctx, results, inputs, vectors, found)
 
 
 async def embed(
@@ -296,22 +298,23 @@ async def novelty(
     similar: tuple[float, int] | None,
     links: LinkPlan | None,
     found: list[list[tuple[UUID, float]]] | None,
-) -> list[Near]:
+) -> tuple[list[Near], list[list[tuple[UUID, float]]]]:
     """Step 5: each input's stored memories at or above ``similar``'s threshold (none without
-    ``similar``). One nearest-neighbour search per project in the batch, before the insert, serves
-    both this report and the relates_to links, which it puts in ``links.relates``."""
+    ``similar``), and each input's nearest stored memories (id, similarity). One nearest-neighbour
+    search per project in the batch, before the insert, serves this report, the relates_to links,
+    which it puts in ``links.relates``, and step 8's candidates."""
     near: list[Near] = [()] * len(inputs)
     limit = similar[1] if similar is not None else 0
-    k = max(limit, links.settings.relates_to_k if links is not None else 0)
-    if k > 0 and inputs:
-        if found is None:
-            found = await _nearest(ctx.store, inputs, vectors, k)
+    k = max(limit, links.settings.relates_to_k if links is not None else 0, supersede.CANDIDATES)
+    if found is None:
+        found = await _nearest(ctx.store, inputs, vectors, k) if inputs else []
+    if inputs:
         if similar is not None and limit > 0:
             threshold = similar[0]
             near = [tuple((mid, round(sim, 4)) for mid, sim in h[:limit] if sim >= threshold) for h in found]
         if links is not None and links.settings.relates_to_k > 0:
             links.relates = relates_to(inputs, vectors, found, links.settings)
-    return near
+    return near, found
 
 
 async def assign_topics(
@@ -406,49 +409,72 @@ def _remembered(
 
 
 async def supersede_new(
-    ctx: WriteContext, results: list[Remembered], vectors: list[list[float]]
+    ctx: WriteContext,
+    results: list[Remembered],
+    inputs: Sequence[MemoryInput] | Sequence[str],
+    vectors: list[list[float]],
+    found: list[list[tuple[UUID, float]]] | None = None,
 ) -> list[Remembered]:
     """Step 8: each new memory against its nearest current memories of its project
-    (``supersede.decide``); the older of a pair that states one attribute's values is marked
-    superseded by the newer. A failure here keeps the memories as stored, unmarked."""
-    created = [i for i, r in enumerate(results) if r.status == "created"]
+    (``supersede.decide``): those step 5 found before the insert (``found``; searched here when
+    None) and the new memories of the same batch. The older of a pair that states one attribute's
+    values is marked superseded by the newer. A failure here keeps the memories as stored, unmarked."""
+    texts = [m if isinstance(m, str) else m.content for m in inputs]
+    # Only a statement of one fact can supersede or be superseded: most chat turns and document
+    # pieces are not, and cost nothing more here.
+    created = [i for i, r in enumerate(results) if r.status == "created" and supersede.may_decide(texts[i])]
     if not created:
         return results
     try:
-        return await _supersede(ctx, results, vectors, created)
+        return await _supersede(ctx, results, texts, vectors, found, created)
     except Exception as e:  # noqa: BLE001 - the memories are stored: never a failed remember
         log.warning("supersession skipped: %s", type(e).__name__)
         return results
 
 
 async def _supersede(
-    ctx: WriteContext, results: list[Remembered], vectors: list[list[float]], created: list[int]
+    ctx: WriteContext,
+    results: list[Remembered],
+    texts: list[str],
+    vectors: list[list[float]],
+    found: list[list[tuple[UUID, float]]] | None,
+    created: list[int],
 ) -> list[Remembered]:
     store = ctx.store
     by_project: dict[str, list[int]] = defaultdict(list)
     for i in created:
         by_project[results[i].project].append(i)
-    found: dict[int, list[tuple[UUID, float]]] = {}
+    near: dict[int, list[tuple[UUID, float]]] = {}
     for project, idx in by_project.items():
-        hits = await store.nearest_many(
-            project, [vectors[i] for i in idx], supersede.CANDIDATES + 1, ef_search=NEIGHBOUR_EF_SEARCH
-        )
+        if found is None:
+            hits = await store.nearest_many(
+                project, [vectors[i] for i in idx], supersede.CANDIDATES + 1, ef_search=NEIGHBOUR_EF_SEARCH
+            )
+        else:
+            hits = [found[i][: supersede.CANDIDATES] for i in idx]
+        mates = _batch_mates(idx, vectors) if len(idx) > 1 else {}
         for i, h in zip(idx, hits, strict=True):
-            found[i] = [(mid, sim) for mid, sim in h if mid != results[i].id]
-    texts = await store.dated_texts(
-        list({mid for h in found.values() for mid, _ in h} | {results[i].id for i in created})
-    )
+            near[i] = [
+                (mid, sim)
+                for mid, sim in [*h, *((results[j].id, sim) for j, sim in mates.get(i, ()))]
+                if mid != results[i].id and sim >= supersede.MIN_SIMILARITY
+            ]
+    wanted = {mid for h in near.values() for mid, _ in h}
+    if not wanted:
+        return results
+    dated = await store.dated_texts(list(wanted | {results[i].id for i in created}))
 
     def text(mid: UUID) -> supersede.Text:
-        t = texts[mid]
+        t = dated[mid]
         return supersede.Text(id=t[0], content=t[1], valid_from=t[2])
 
     verdicts: dict[int, list[supersede.Verdict]] = {}
     for i in created:
-        if results[i].id not in texts:
+        if results[i].id not in dated:
             continue
-        current = [(text(mid), sim) for mid, sim in found[i] if mid in texts and texts[mid][3] is None]
-        verdicts[i] = supersede.decide(text(results[i].id), current)
+        current = [(text(mid), sim) for mid, sim in near[i] if mid in dated and dated[mid][3] is None]
+        if current:
+            verdicts[i] = supersede.decide(text(results[i].id), current)
     marked: set[tuple[UUID, UUID]] = set()
     for project, idx in by_project.items():
         pairs = list(
@@ -458,7 +484,7 @@ async def _supersede(
             marked.add((old, new))
 
     def replaced(mid: UUID) -> Replaced:
-        return Replaced(id=mid, content=texts[mid][1], date=texts[mid][2])
+        return Replaced(id=mid, content=dated[mid][1], date=dated[mid][2])
 
     out = list(results)
     for i, vs in verdicts.items():
@@ -469,6 +495,21 @@ async def _supersede(
             conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts"),
             superseded_by=next((v.new for v in vs if v.old == me and (v.old, v.new) in marked), None),
         )
+    return out
+
+
+def _batch_mates(idx: list[int], vectors: list[list[float]]) -> dict[int, list[tuple[int, float]]]:
+    """For each of a batch's new memories of one project, its closest others of the batch (which
+    step 5's search, made before the insert, could not see): (position, cosine similarity)."""
+    v = np.asarray([vectors[i] for i in idx], dtype=np.float32)
+    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    sims = v @ v.T
+    np.fill_diagonal(sims, -1.0)
+    k = min(supersede.CANDIDATES, len(idx) - 1)
+    out: dict[int, list[tuple[int, float]]] = {}
+    for row, i in enumerate(idx):
+        best = np.argsort(-sims[row])[:k]
+        out[i] = [(idx[c], float(sims[row, c])) for c in best]
     return out
 
 
@@ -507,7 +548,10 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
     if "embedding" in fields:
         # New content is a new statement: step 8 as for a new memory, which may mark this one.
         await supersede_new(
-            ctx, [Remembered(id=updated.id, status="created", project=updated.project)], [fields["embedding"]]
+            ctx,
+            [Remembered(id=updated.id, status="created", project=updated.project)],
+            [updated.content],
+            [fields["embedding"]],
         )
         updated = await ctx.store.get(memory_id)
     return updated

@@ -231,6 +231,12 @@ def write_era(dsn: str, version: int, embed) -> Era:
             conn.execute(
                 f"CREATE INDEX {vectors.text_index_name('alpha')} ON memories USING gin (tsv) WHERE {where}"
             )
+        if version >= 13:  # a2 states a newer value of a1 (supersession)
+            conn.execute(
+                "UPDATE memories SET superseded_by = %s, valid_until = %s WHERE id = %s",
+                (era.id("a2"), at(5), era.id("a1")),
+            )
+            era.memories["a1"].update(superseded_by=era.id("a2"), valid_until=at(5))
         era.settings = dict(conn.execute("SELECT key, value FROM memlane_settings").fetchall())
     return era
 
