@@ -112,21 +112,15 @@ def _add_context(
     budget: int,
 ) -> None:
     """Each chosen memory's neighbours, best memory first, while they fit in ``budget`` tokens."""
-    for c, view in chosen:
-        items = context.get(c.memory.id) or []
-        if not items:
-            continue
-        added: list[dict[str, Any]] = []
-        overhead = count_tokens(',"context":[]')
-        for mid, content, position in items:
-            item = {"id": render.handle_of(mid), "content": content, "position": position}
-            cost = _cost(item) + (overhead if not added else 0)
-            if cost > budget:
-                continue
-            added.append(item)
-            budget -= cost
-        if added:
-            view["context"] = added
+    _add_items(
+        chosen,
+        "context",
+        lambda mid: [
+            {"id": render.handle_of(n), "content": content, "position": position}
+            for n, content, position in context.get(mid) or []
+        ],
+        budget,
+    )
 
 
 def _add_history(
@@ -135,20 +129,36 @@ def _add_history(
     budget: int,
 ) -> None:
     """Each chosen memory's earlier versions, best memory first, while they fit in ``budget``."""
+    _add_items(
+        chosen,
+        "history",
+        lambda mid: [
+            {"id": render.handle_of(v), "content": content, "date": _day(since)}
+            | ({"valid_until": _day(until)} if until is not None else {})
+            for v, content, since, until in history.get(mid) or []
+        ],
+        budget,
+    )
+
+
+def _add_items(
+    chosen: list[tuple[Candidate, dict[str, Any]]],
+    key: str,
+    items_of: Callable[[UUID], list[dict[str, Any]]],
+    budget: int,
+) -> None:
+    """Under ``key`` of each chosen memory's view, its items, best memory first, while they fit."""
+    overhead = count_tokens(f',"{key}":[]')
     for c, view in chosen:
         added: list[dict[str, Any]] = []
-        overhead = count_tokens(',"history":[]')
-        for mid, content, since, until in history.get(c.memory.id) or []:
-            item = {"id": render.handle_of(mid), "content": content, "date": _day(since)}
-            if until is not None:
-                item["valid_until"] = _day(until)
+        for item in items_of(c.memory.id):
             cost = _cost(item) + (overhead if not added else 0)
             if cost > budget:
                 continue
             added.append(item)
             budget -= cost
         if added:
-            view["history"] = added
+            view[key] = added
 
 
 def _day(t: datetime) -> str:
@@ -318,20 +328,14 @@ def pack(
         if tokens <= max_tokens:
             break
         # Over by a few tokens (BPE merges across boundaries): the extras give way first.
-        with_context = [v for _, v in chosen if v.get("context")]
-        with_history = [v for _, v in chosen if v.get("history")]
+        with_extra = [(v, key) for key in ("history", "context") for _, v in reversed(chosen) if v.get(key)]
         if entity_list:
             entity_list.pop()
-        elif with_history:
-            view = with_history[-1]
-            view["history"].pop()
-            if not view["history"]:
-                del view["history"]
-        elif with_context:
-            view = with_context[-1]
-            view["context"].pop()
-            if not view["context"]:
-                del view["context"]
+        elif with_extra:
+            view, key = with_extra[0]
+            view[key].pop()
+            if not view[key]:
+                del view[key]
         elif chosen:
             chosen.pop()
         else:  # the note itself does not fit a tiny budget: the bare result does (checked above)
