@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from tqdm import tqdm
 
@@ -26,6 +27,8 @@ from memlane.server.version import VERSION
 # Fields an export line carries that import recomputes or ignores.
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
 EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics"}
+# Which memory replaced which, by the export's ids: set again between the imported memories.
+SUPERSESSION = ("superseded_by", "valid_until")
 
 
 async def with_engine(settings: Settings, handler, args) -> int:
@@ -162,13 +165,17 @@ async def cmd_recall(engine: Engine, args) -> int:
     return 0
 
 
-def _read_jsonl(path: str, default_project: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+def _read_jsonl(
+    path: str, default_project: str | None
+) -> tuple[list[tuple[int, dict[str, Any]]], list[str], list[tuple[Any, Any]]]:
+    """The file's memories (line number, the fields import takes), its bad lines, and each line's
+    (exported id, exported superseded_by)."""
     stream = sys.stdin if path == "-" else None
     try:
         text = stream.read() if stream else Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
-    items, errors = [], []
+    items, errors, marks = [], [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -180,11 +187,12 @@ def _read_jsonl(path: str, default_project: str | None) -> tuple[list[tuple[int,
         if not isinstance(obj, dict):
             errors.append(f"line {n}: not a JSON object")
             continue
-        obj = {k: v for k, v in obj.items() if k not in EXPORT_ONLY}
+        marks.append((obj.get("id"), obj.get("superseded_by")))
+        obj = {k: v for k, v in obj.items() if k not in EXPORT_ONLY and k not in SUPERSESSION}
         if default_project and not obj.get("project"):
             obj["project"] = default_project
         items.append((n, obj))
-    return items, errors
+    return items, errors, marks
 
 
 async def cmd_import(engine: Engine, args) -> int:
@@ -193,7 +201,7 @@ async def cmd_import(engine: Engine, args) -> int:
     an interruption, say) adds only what is missing."""
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be at least 1")
-    numbered, errors = _read_jsonl(args.file, args.project)
+    numbered, errors, marks = _read_jsonl(args.file, args.project)
     inputs: list[MemoryInput] = []
     for n, obj in numbered:
         try:
@@ -205,6 +213,7 @@ async def cmd_import(engine: Engine, args) -> int:
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         raise InvalidInput(f"{args.file}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
     created = duplicate = 0
+    stored: list[UUID] = []
     redacted: dict[str, int] = {}
     for m in inputs:
         for r in m.redacted:
@@ -213,11 +222,22 @@ async def cmd_import(engine: Engine, args) -> int:
         for i in range(0, len(inputs), args.batch_size):
             batch = inputs[i : i + args.batch_size]
             results = await engine.remember_many(batch, chain=False)
+            stored += [r.id for r in results]
             c = sum(1 for r in results if r.status == "created")
             created += c
             duplicate += len(results) - c
             bar.update(len(batch))
     out: dict[str, Any] = {"read": len(inputs), "created": created, "duplicate": duplicate}
+    # The export's supersessions, between the memories as now stored (the detector may have decided
+    # otherwise while importing: the exported decision, perhaps a user's, stands).
+    new_id = {str(old): new for (old, _), new in zip(marks, stored, strict=True) if old is not None}
+    restored = 0
+    for (_, by), new in zip(marks, stored, strict=True):
+        if by is not None and str(by) in new_id and new_id[str(by)] != new:
+            await engine.store.set_successor(new, new_id[str(by)])
+            restored += 1
+    if restored:
+        out["superseded"] = restored
     if redacted:  # secrets replaced by placeholders ([remember] secrets)
         out["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
     print(json.dumps(out))

@@ -232,3 +232,30 @@ def test_supersede_and_unsupersede_commands(settings, capsys, monkeypatch):
     assert marked["superseded_by"] == new["id"] and marked["valid_until"].startswith("2026-02-02")
     assert main(["supersede", old["id"], old["id"]]) != 0
     assert "cannot supersede itself" in capsys.readouterr().err
+
+
+def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_make(
+    settings, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
+
+    def run(*argv: str) -> dict:
+        assert main(list(argv)) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    old = run("remember", "Our standup is in room 4.12", "--project", "src")
+    new = run("remember", "Bring snacks on Friday", "--project", "src")
+    run("supersede", old["id"], new["id"])  # a user's decision
+    exported = tmp_path / "export.jsonl"
+    assert main(["export", "--project", "src", "-o", str(exported)]) == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert any(line.get("superseded_by") == new["id"] for line in lines)
+    copied = tmp_path / "copy.jsonl"
+    copied.write_text("".join(json.dumps({**line, "project": "copy"}) + "\n" for line in lines))
+    report = run("import", str(copied))
+    assert report["created"] == 2 and report["superseded"] == 1
+    found = run(
+        "recall", "standup room", "--project", "copy", "--json", "--include-history", "--as-of", "2999-01-01"
+    )
+    marked = [m for m in found["memories"] if m["content"] == "Our standup is in room 4.12"]
+    assert marked and "superseded_by" in marked[0]
