@@ -264,6 +264,21 @@ class Engine:
         await self._written()
         return changed
 
+    async def history(self, memory_id: Any, *, principal: Principal | None = None) -> dict[str, Any]:
+        """What memlane keeps of a memory's past: the contents its updates replaced (``versions``,
+        oldest first), the memories it superseded (``supersedes``, newest first) and the one that
+        supersedes it now (``superseded_by``, the end of its chain)."""
+        mid = await self.store.resolve_id(memory_id, await self._scope(principal))
+        m = await self.store.get(mid)
+        earlier = (await self.store.history_of([mid])).get(mid, [])
+        later = (await self.store.successors([mid])).get(mid)
+        return {
+            "memory": m,
+            "versions": await self.store.versions(mid),
+            "supersedes": earlier,
+            "superseded_by": later,
+        }
+
     async def update(
         self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
     ) -> Memory:

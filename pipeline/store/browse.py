@@ -98,14 +98,18 @@ class BrowseQueries(StorePart):
         cursor: str | None = None,
         before: str | None = None,
         limit: int = 50,
+        current_only: bool = False,
     ) -> BrowsePage:
         """One page of the memories of the filters' project that they admit (expired ones too: the
-        browser shows what is stored), with their access counts."""
+        browser shows what is stored), with their access counts; ``current_only``: without the
+        memories a newer one superseded (migration 0013)."""
         if sort not in SORT_KEYS:
             raise InvalidInput(f"sort must be one of {', '.join(SORT_KEYS)}; got {sort!r}")
         keys = SORT_KEYS[sort]
         condition, params = where(filters, live=False)
         conditions = [condition]
+        if current_only:
+            conditions.append("m.superseded_by IS NULL")
         if cursor is not None and before is not None:
             raise InvalidInput("give cursor (the next page) or before (the previous page), not both")
         # ``before``: the page that ends just before a row, read backwards from it (the same index,

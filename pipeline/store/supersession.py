@@ -1,11 +1,12 @@
 """Supersession's reads and writes (migration 0013): the texts the detector compares
-(``remember/supersede.py``), the marks it sets, and recall's look-up of the memories that replaced
-its candidates."""
+(``remember/supersede.py``), the marks it sets, recall's look-up of the memories that replaced
+its candidates, and a memory's history: the versions its updates replaced and its chain."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from psycopg.rows import dict_row
@@ -96,6 +97,18 @@ class SupersessionQueries(StorePart):
             row = await updated.fetchone()
         assert row is not None  # found above, under the project's write turn
         return row_to_memory(row)
+
+    @read_again_once
+    async def versions(self, memory_id: UUID) -> list[dict[str, Any]]:
+        """The memory's earlier contents that updates replaced, oldest first: version, content,
+        occurred_at, category, tags, metadata, replaced_at."""
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                "SELECT version, content, occurred_at, category, tags, metadata, replaced_at"
+                " FROM memory_versions WHERE memory_id = %s ORDER BY version",
+                (memory_id,),
+            )
+            return list(await cur.fetchall())
 
     @read_again_once
     async def history_of(

@@ -31,6 +31,8 @@ from memlane.pipeline.validate import content_hash
 
 # pg_advisory_xact_lock(class, hashtext(project)): the writes of one project take turns (see _serialise_writes).
 WRITE_LOCK_CLASS = 0x6D6C77
+# The fields whose change keeps the memory's previous state as a version (memory_versions).
+VERSIONED = frozenset({"content", "occurred_at", "category", "tags", "metadata"})
 
 
 class Writes(StorePart):
@@ -262,6 +264,14 @@ class Writes(StorePart):
                 old_occurred_at: datetime | None = old[1]
                 fields["content_hash"] = content_hash(
                     fields.get("content", old_content), fields.get("occurred_at", old_occurred_at)
+                )
+            if VERSIONED & fields.keys():
+                # The memory as it was: kept as its next version, never overwritten (migration 0013).
+                await conn.execute(
+                    "INSERT INTO memory_versions (memory_id, version, content, occurred_at, category, tags, metadata)"
+                    " SELECT m.id, coalesce((SELECT max(version) FROM memory_versions WHERE memory_id = m.id), 0) + 1,"
+                    " m.content, m.occurred_at, m.category, m.tags, m.metadata FROM memories m WHERE m.id = %s",
+                    (memory_id,),
                 )
             sets = [f"{k} = %s" for k in fields]
             params = [update_param(k, v) for k, v in fields.items()]

@@ -250,6 +250,33 @@ async def cmd_supersede(engine: Engine, args) -> int:
     return 0
 
 
+async def cmd_history(engine: Engine, args) -> int:
+    """``memlane history ID``: JSON of the memory, its versions and its supersession chain."""
+    h = await engine.history(args.id)
+
+    def when(t: Any) -> str | None:
+        return t.isoformat() if t is not None else None
+
+    out = {
+        "memory": MemoryOut.of(h["memory"]).model_dump(exclude={"score"}),
+        "versions": [
+            {**v, "occurred_at": when(v["occurred_at"]), "replaced_at": when(v["replaced_at"])}
+            for v in h["versions"]
+        ],
+        "supersedes": [
+            {"id": str(i), "content": c, "date": when(since), "valid_until": when(until)}
+            for i, c, since, until in h["supersedes"]
+        ],
+        "superseded_by": (
+            {"id": str(h["superseded_by"].id), "content": h["superseded_by"].content}
+            if h["superseded_by"] is not None
+            else None
+        ),
+    }
+    print(render.to_text(out))
+    return 0
+
+
 async def cmd_unsupersede(engine: Engine, args) -> int:
     current = await engine.supersede(args.id, None)
     print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))

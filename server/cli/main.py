@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(run=_on_engine(lambda c: c.cmd_supersede))
     s.add_argument("old", metavar="OLD", help="id or handle of the memory that is no longer current")
     s.add_argument("new", metavar="NEW", help="id or handle of the memory that replaces it")
+    s = sub.add_parser(
+        "history", help="a memory's past: the contents its updates replaced and the memories it superseded"
+    )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_history))
+    s.add_argument("id", metavar="ID", help="id or handle of the memory")
     s = sub.add_parser("unsupersede", help="make a superseded memory current again; prints it")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_unsupersede))
     s.add_argument("id", metavar="ID", help="id or handle of the superseded memory")

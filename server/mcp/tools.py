@@ -164,7 +164,7 @@ async def update(
     metadata: p.NewMetadata = None,
     fact_type: p.NewFactType = None,
 ) -> UpdateResult:
-    """Correct or refine a memory in place. Only the fields you pass change."""
+    """Correct or refine a memory in place. Only the fields you pass change. What it said before is kept as an earlier version (memlane history), and new content may supersede another memory as remember's does."""
     changes = _arguments(locals())
     memory_id = changes.pop("id")
     state = state_of(ctx)

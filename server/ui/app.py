@@ -206,6 +206,8 @@ async def project(request: Request, engine: Engine) -> Response:
         "fact_type": fact_type,
         "since": qp.get("since", ""),
         "until": qp.get("until", ""),
+        # Replaced memories (superseded by a newer one) are listed only when asked for.
+        "replaced": forms.choice(qp.get("replaced"), "replaced", ("", "shown"), ""),
     }
     limit = forms.whole_number(qp.get("limit"), "limit", PAGE_SIZE, 1, 500)
     context: dict[str, Any] = {
@@ -260,6 +262,7 @@ async def project(request: Request, engine: Engine) -> Response:
             cursor=cursor,
             before=before,
             limit=limit,
+            current_only=filters["replaced"] != "shown",
         )
         context["memories"] = browse.memories
         keep = {k: v for k, v in filters.items() if v and k != "q"}
@@ -283,6 +286,10 @@ async def memory(request: Request, engine: Engine) -> Response:
     store = engine.store
     entities = [e for _, e in await store.memory_entities([m.id])]
     links = await store.memory_links(m.id, 50)
+    # Its past: what it superseded, what supersedes it now, and the contents updates replaced.
+    earlier = (await store.history_of([m.id])).get(m.id, [])
+    later = (await store.successors([m.id])).get(m.id)
+    versions = await store.versions(m.id)
     root = _root(request)
     nodes = [graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 0)]
     edges = []
@@ -313,6 +320,9 @@ async def memory(request: Request, engine: Engine) -> Response:
         notice=notice,
         entities=entities,
         links=links,
+        earlier=earlier,
+        later=later,
+        versions=versions,
         graph=graph,
         svg=graph_svg.render(graph, "The memory's neighbourhood"),
         legend=graph_svg.legend(graph),

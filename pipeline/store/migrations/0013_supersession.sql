@@ -25,3 +25,29 @@ $$;
 DROP TRIGGER IF EXISTS memories_supersession_delete ON memories;
 CREATE TRIGGER memories_supersession_delete AFTER DELETE ON memories
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_supersession_on_delete();
+
+-- An update keeps what it replaces: each earlier content (with its date, category, tags and
+-- metadata) is a numbered version of the memory, oldest first. Forgetting the memory deletes its
+-- versions with it, as the trigger of migration 0010 does its links.
+CREATE TABLE IF NOT EXISTS memory_versions (
+    memory_id   uuid NOT NULL,
+    version     integer NOT NULL,
+    content     text NOT NULL,
+    occurred_at timestamptz,
+    category    text,
+    tags        text[],
+    metadata    jsonb,
+    replaced_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (memory_id, version)
+);
+
+CREATE OR REPLACE FUNCTION memlane_versions_on_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_versions v USING old_rows o WHERE v.memory_id = o.id;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS memories_versions_delete ON memories;
+CREATE TRIGGER memories_versions_delete AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_versions_on_delete();

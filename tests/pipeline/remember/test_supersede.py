@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
+import psycopg
 import pytest
 from support.clients import call_ok
 
@@ -259,3 +260,40 @@ def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_
     )
     marked = [m for m in found["memories"] if m["content"] == "Our standup is in room 4.12"]
     assert marked and "superseded_by" in marked[0]
+
+
+async def test_an_update_keeps_the_content_it_replaces_as_a_version_and_forget_drops_them(
+    engine, database_url
+):
+    m = await engine.remember({"content": "The wifi password hint is the cat's name", "project": "p"})
+    await engine.update(str(m.id), {"content": "The wifi password hint is the dog's name"})
+    await engine.update(str(m.id), {"tags": ["home"]})
+    await engine.update(str(m.id), {"priority": 4})  # not a change of what it says: no version
+    h = await engine.history(str(m.id))
+    assert [(v["version"], v["content"], list(v["tags"] or ())) for v in h["versions"]] == [
+        (1, "The wifi password hint is the cat's name", []),
+        (2, "The wifi password hint is the dog's name", []),
+    ]
+    assert h["memory"].tags == ("home",) and h["supersedes"] == [] and h["superseded_by"] is None
+    await engine.forget(str(m.id))
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0] == 0
+
+
+def test_history_command(settings, capsys, monkeypatch):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
+
+    def run(*argv: str) -> dict:
+        assert main(list(argv)) == 0
+        return json.loads(
+            capsys.readouterr().out.strip().splitlines()[-1]
+            if argv[0] == "remember"
+            else capsys.readouterr().out
+        )
+
+    old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
+    new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
+    h = run("history", new["id"][:8])
+    assert h["memory"]["content"] == "The standup moved to 10am" and h["versions"] == []
+    assert [s["id"] for s in h["supersedes"]] == [old["id"]] and h["superseded_by"] is None
+    assert run("history", old["id"])["superseded_by"]["id"] == new["id"]

@@ -565,3 +565,28 @@ async def test_keyset_pages_go_forward_and_back_over_a_short_last_page(seeded):
         await engine.store.browse(
             Filters.parse(engine.config, {"projects": ["acme"]}), sort="priority", cursor=first.next_cursor
         )  # a cursor of another sort
+
+
+async def test_a_memory_page_shows_its_chain_and_its_earlier_contents_and_the_project_hides_replaced(client):
+    engine = client.engine
+    old = await engine.remember(
+        {"content": "Maya lives in Lisbon", "project": "acme", "occurred_at": "2024-01-10"}
+    )
+    new = await engine.remember(
+        {"content": "Maya moved to Berlin for her new job", "project": "acme", "occurred_at": "2025-06-01"}
+    )
+    assert [s.id for s in new.supersedes] == [old.id]
+    await engine.update(str(new.id), {"content": "Maya moved to <b>Berlin</b> for a new job"})
+
+    page = (await client.get(f"/memories/{old.id}")).text
+    assert 'id="superseded-by"' in page and f"/memories/{new.id}" in page and "2025-06-01" in page
+    page = (await client.get(f"/memories/{new.id}")).text
+    assert 'id="supersedes"' in page and "Maya lives in Lisbon" in page
+    assert 'id="versions"' in page and "Maya moved to Berlin for her new job" in page
+    assert "<b>Berlin</b>" not in page and "&lt;b&gt;Berlin&lt;/b&gt;" in page  # escaped like any memory
+
+    listed = (await client.get("/projects/acme")).text
+    assert "Maya lives in Lisbon" not in listed and "Maya moved to" in listed
+    shown = (await client.get("/projects/acme?replaced=shown")).text
+    assert "Maya lives in Lisbon" in shown and 'class="badge replaced"' in shown
+    assert (await client.get("/projects/acme?replaced=maybe")).status_code == 400
