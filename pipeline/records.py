@@ -28,6 +28,7 @@ class Memory:
     fact_type: str | None = None  # world, experience or opinion; None: not assigned yet
     superseded_by: UUID | None = None  # the memory that states its newer value (migration 0013)
     valid_until: datetime | None = None  # when that newer value starts
+    conflicts_with: tuple[UUID, ...] | None = None  # memories it contradicts, neither known right
     # The fields above are the memories table's columns, in store/rows.py's order; these are not
     # (and are given by name).
     access_count: int = field(default=0, kw_only=True)  # recalls that returned it (memory_access)

@@ -2,6 +2,8 @@
 (``superseded_by``, migration 0013) never ranks above the memory at the end of its chain for a
 question about the present: that memory is moved (or, when no arm found it, brought in) just above
 it, with at least its score. The older one stays in the list: it still answers "what was it before?".
+A candidate that contradicts memories no arm found (``conflicts_with``) brings them in after it:
+the client sees both sides, each marked ``conflict``.
 
 A question about the past ("before", "used to", "previously", "originally", a year) keeps the
 order the stages gave, in which the older wording usually matches best. A recall ``as_of`` a time
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
@@ -43,13 +46,26 @@ async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step
         later = [c for c in candidates if not valid_at(c.memory, as_of)]
         return Step(then + later, detail={"as_of": as_of.isoformat(), "valid_then": len(then)})
     superseded = [c.memory.id for c in candidates if c.memory.superseded_by is not None]
-    if not superseded:
-        return Step(candidates, status="skipped: nothing superseded among the candidates")
-    if asks_about_the_past(ctx.request.query):
+    conflicting = [c.memory.id for c in candidates if c.memory.conflicts_with]
+    if not superseded and not conflicting:
+        return Step(candidates, status="skipped: nothing superseded or in conflict among the candidates")
+    out = list(candidates)
+    detail: dict[str, Any] = {}
+    if superseded and not asks_about_the_past(ctx.request.query):
+        detail.update(await _successors_first(ctx, out, superseded))
+    if conflicting:
+        detail["conflicts_brought_in"] = await _both_sides(ctx, out, conflicting)
+    if not detail:
         return Step(candidates, status="skipped: a question about the past")
+    return Step(out, detail=detail)
+
+
+async def _successors_first(
+    ctx: RecallContext, out: list[Candidate], superseded: list[UUID]
+) -> dict[str, Any]:
+    """Each superseded candidate's successor moved (or brought in) just above it, in ``out``."""
     successors = await ctx.store.successors(superseded)
     now = ctx.clock()
-    out = list(candidates)
     moved: list[list[str]] = []
     pulled = 0
     for old_id in superseded:
@@ -68,5 +84,29 @@ async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step
         succ.score = max(succ.score, out[i].score)
         out.insert(i, succ)
         moved.append([str(old_id), str(new.id)])
-    detail: dict[str, Any] = {"superseded": len(superseded), "moved_above": moved, "brought_in": pulled}
-    return Step(out, detail=detail)
+    return {"superseded": len(superseded), "moved_above": moved, "brought_in": pulled}
+
+
+async def _both_sides(ctx: RecallContext, out: list[Candidate], conflicting: list[UUID]) -> int:
+    """A candidate that contradicts memories no arm found brings them in just after it, with its
+    score: the client sees both sides and can ask which holds. Returns how many came in."""
+    present = {c.memory.id for c in out}
+    wanted = {o for c in out if c.memory.id in set(conflicting) for o in c.memory.conflicts_with or ()}
+    others = await ctx.store.memories_by_id(list(wanted - present))
+    now = ctx.clock()
+    added = 0
+    for mid in conflicting:
+        i = next(k for k, c in enumerate(out) if c.memory.id == mid)
+        for o in out[i].memory.conflicts_with or ():
+            m = others.get(o)
+            if (
+                m is None
+                or m.id in present
+                or m.superseded_by is not None
+                or not ctx.request.filters.admits(m, now)
+            ):
+                continue
+            out.insert(i + 1, Candidate(memory=m, score=out[i].score))
+            present.add(m.id)
+            added += 1
+    return added

@@ -58,6 +58,8 @@ def memory_view(
         out["project"] = m.project
     if m.metadata:
         out["metadata"] = m.metadata
+    if m.conflicts_with:
+        out["conflict"] = [str(c) if explain else handle_of(c) for c in m.conflicts_with]
     if m.superseded_by is not None:
         out["superseded_by"] = str(m.superseded_by) if explain else handle_of(m.superseded_by)
         if m.valid_until is not None:

@@ -106,6 +106,7 @@ _FAMILY_WORDS: tuple[tuple[bool, str], ...] = (
 )
 _FAMILIES = tuple((single, tuple(words.split())) for single, words in _FAMILY_WORDS)
 _OWNER = next(i for i, (_, stems) in enumerate(_FAMILIES) if "owner" in stems)
+_COPULAS = frozenset("is are was were be been being get gets got getting".split())
 # Words that say a value changed. Phrases are matched on the lower-cased text.
 _CHANGE_WORDS = frozenset(
     """now moved switched switch switching replaced replace instead changed change upgraded
@@ -150,6 +151,9 @@ class _Read:
     negated: bool
     capitalised: frozenset[str]  # words written with a capital inside a sentence: names
     asks: bool  # a question states no value
+    # It reports what happened ("the team reviewed ticket 24"), not a value that holds: a newer
+    # report of the same kind is another event, unless it says something changed.
+    event: bool
 
 
 def _tokens(text: str) -> list[str]:
@@ -239,7 +243,21 @@ def _read(content: str) -> _Read:
             if m.group(0)[:1].isupper() and not _SENTENCE_START.search(content[: m.start()])
         ),
         asks="?" in content,
+        event=_reports_event(toks, fams),
     )
+
+
+def _reports_event(toks: list[str], families: frozenset[int]) -> bool:
+    """A verb in the past tense ("reviewed", "visited") that is neither a change, an attribute's
+    word, nor a passive ("is hosted")."""
+    for k, t in enumerate(toks):
+        if len(t) > 4 and t.endswith("ed") and t.isalpha() and t not in _CHANGE_WORDS:
+            if any(_in_family(t, _FAMILIES[i][1]) for i in range(len(_FAMILIES))):
+                continue
+            if k > 0 and toks[k - 1] in _COPULAS:
+                continue
+            return True
+    return False
 
 
 def _values(words: set[str], read: _Read) -> bool:
@@ -332,6 +350,8 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
         return None
     if len(only_new) > MAX_CHANGED or len(only_old) > MAX_CHANGED:
         return None
+    if (ro.event or rn.event) and not rnewer.change:
+        return None  # two reports of events: both happened
     if not only_new or not only_old or rnewer.additive:
         return None  # a restatement, or news that adds to what was known
     if not (rn.families & ro.families) and not (_values(only_new, rn) or _values(only_old, ro)):

@@ -482,17 +482,32 @@ async def _supersede(
         )
         for old, new, _ in await store.mark_superseded(project, pairs):
             marked.add((old, new))
+        # Memories of one batch (one document, one import) do not contradict each other: a list's
+        # items that differ in one value are the list's items.
+        batch = {results[i].id for i in idx} if len(idx) > 1 else set()
+        await store.mark_conflicts(
+            project,
+            list(
+                dict.fromkeys(
+                    (v.old, v.new)
+                    for i in idx
+                    for v in verdicts.get(i, ())
+                    if v.kind == "conflicts" and not (v.old in batch and v.new in batch)
+                )
+            ),
+        )
 
     def replaced(mid: UUID) -> Replaced:
         return Replaced(id=mid, content=dated[mid][1], date=dated[mid][2])
 
+    batch_ids = {results[i].id for i in created} if len(created) > 1 else set()
     out = list(results)
     for i, vs in verdicts.items():
         me = results[i].id
         out[i] = replace(
             results[i],
             supersedes=tuple(replaced(v.old) for v in vs if v.new == me and (v.old, v.new) in marked),
-            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts"),
+            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts" and v.old not in batch_ids),
             superseded_by=next((v.new for v in vs if v.old == me and (v.old, v.new) in marked), None),
         )
     return out

@@ -89,6 +89,7 @@ COLUMNS: tuple[Column, ...] = (
     # Set by supersession (store/supersession.py), never by a write; migration 0013.
     Column("superseded_by"),
     Column("valid_until"),
+    Column("conflicts_with", decode=_tuple_or_none),
 )
 
 READ = tuple(c for c in COLUMNS if c.read)

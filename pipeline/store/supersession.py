@@ -59,6 +59,34 @@ class SupersessionQueries(StorePart):
             )
             return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
 
+    async def mark_conflicts(self, project: str, pairs: Sequence[tuple[UUID, UUID]]) -> None:
+        """Each (a, b) of ``project`` contradict each other: each names the other in
+        ``conflicts_with`` (once)."""
+        if not pairs:
+            return
+        both = [(a, b) for a, b in pairs] + [(b, a) for a, b in pairs]
+        async with self._connection() as conn, conn.transaction():
+            await self._serialise_writes(conn, [project])
+            await conn.execute(
+                "UPDATE memories m SET conflicts_with = ARRAY(SELECT DISTINCT x FROM unnest("
+                " coalesce(m.conflicts_with, '{}') || p.others) x)"
+                " FROM (SELECT a, array_agg(b) AS others FROM unnest(%s::uuid[], %s::uuid[]) AS t(a, b)"
+                "       GROUP BY a) p"
+                " WHERE m.id = p.a AND m.project = %s",
+                ([a for a, _ in both], [b for _, b in both], project),
+            )
+
+    @read_again_once
+    async def memories_by_id(self, ids: Sequence[UUID]) -> dict[UUID, Memory]:
+        """These memories, by id (those that exist)."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(
+                f"SELECT {M_MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY(%s)", (list(ids),)
+            )
+            return {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
+
     async def set_successor(self, old: UUID, new: UUID | None) -> Memory:
         """A user's decision: ``old`` is superseded by ``new`` (both of one project; ``new`` not
         itself replaced, directly or down its chain, by ``old``), or, with None, current again.

@@ -28,7 +28,7 @@ from memlane.server.version import VERSION
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
 EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics"}
 # Which memory replaced which, by the export's ids: set again between the imported memories.
-SUPERSESSION = ("superseded_by", "valid_until")
+SUPERSESSION = ("superseded_by", "valid_until", "conflicts_with")
 
 
 async def with_engine(settings: Settings, handler, args) -> int:
@@ -167,9 +167,9 @@ async def cmd_recall(engine: Engine, args) -> int:
 
 def _read_jsonl(
     path: str, default_project: str | None
-) -> tuple[list[tuple[int, dict[str, Any]]], list[str], list[tuple[Any, Any]]]:
+) -> tuple[list[tuple[int, dict[str, Any]]], list[str], list[tuple[Any, Any, list[Any]]]]:
     """The file's memories (line number, the fields import takes), its bad lines, and each line's
-    (exported id, exported superseded_by)."""
+    (exported id, exported superseded_by, exported conflicts_with)."""
     stream = sys.stdin if path == "-" else None
     try:
         text = stream.read() if stream else Path(path).read_text(encoding="utf-8")
@@ -187,7 +187,7 @@ def _read_jsonl(
         if not isinstance(obj, dict):
             errors.append(f"line {n}: not a JSON object")
             continue
-        marks.append((obj.get("id"), obj.get("superseded_by")))
+        marks.append((obj.get("id"), obj.get("superseded_by"), obj.get("conflicts_with") or []))
         obj = {k: v for k, v in obj.items() if k not in EXPORT_ONLY and k not in SUPERSESSION}
         if default_project and not obj.get("project"):
             obj["project"] = default_project
@@ -230,14 +230,22 @@ async def cmd_import(engine: Engine, args) -> int:
     out: dict[str, Any] = {"read": len(inputs), "created": created, "duplicate": duplicate}
     # The export's supersessions, between the memories as now stored (the detector may have decided
     # otherwise while importing: the exported decision, perhaps a user's, stands).
-    new_id = {str(old): new for (old, _), new in zip(marks, stored, strict=True) if old is not None}
+    new_id = {str(old): new for (old, _, _), new in zip(marks, stored, strict=True) if old is not None}
     restored = 0
-    for (_, by), new in zip(marks, stored, strict=True):
+    conflicts: dict[str, list[tuple[UUID, UUID]]] = {}
+    for (_, by, against), new, m in zip(marks, stored, inputs, strict=True):
         if by is not None and str(by) in new_id and new_id[str(by)] != new:
             await engine.store.set_successor(new, new_id[str(by)])
             restored += 1
+        for other in against:
+            if str(other) in new_id and new_id[str(other)] != new:
+                conflicts.setdefault(m.project, []).append((new, new_id[str(other)]))
+    for project, pairs in conflicts.items():
+        await engine.store.mark_conflicts(project, pairs)
     if restored:
         out["superseded"] = restored
+    if conflicts:
+        out["conflicts"] = sum(len(p) for p in conflicts.values()) // 2
     if redacted:  # secrets replaced by placeholders ([remember] secrets)
         out["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
     print(json.dumps(out))

@@ -15,7 +15,7 @@ from memlane.pipeline.records import Memory, Remembered, Replaced
 
 def _drop_absent(self, handler):
     data = handler(self)
-    for name in ("redacted", "superseded_by", "valid_until"):
+    for name in ("redacted", "superseded_by", "valid_until", "conflicts_with"):
         if name in data and data[name] is None:
             data.pop(name)
     return data
@@ -45,6 +45,10 @@ class MemoryOut(BaseModel):
     )
     valid_until: str | SkipJsonSchema[None] = Field(
         default=None, description="Present with superseded_by: when the newer value started."
+    )
+    conflicts_with: list[str] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present when it contradicts other memories and nothing says which is right.",
     )
 
     _serialize = model_serializer(mode="wrap")(_drop_absent)
@@ -217,6 +221,11 @@ class MemoryView(BaseModel):
     )
     valid_until: str | SkipJsonSchema[None] = Field(
         default=None, description="With superseded_by: when the newer value started (YYYY-MM-DD)."
+    )
+    conflict: list[str] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Present when it contradicts other memories and nothing says which is right: "
+        "their handles. Ask the user which holds.",
     )
     history: list[HistoryItem] | SkipJsonSchema[None] = Field(
         default=None,

@@ -4,7 +4,10 @@
 -- still answers questions about the past.
 ALTER TABLE memories
     ADD COLUMN IF NOT EXISTS superseded_by uuid,
-    ADD COLUMN IF NOT EXISTS valid_until timestamptz;
+    ADD COLUMN IF NOT EXISTS valid_until timestamptz,
+    -- Memories it contradicts where nothing says which is right ("I never went to Japan" and "I went
+    -- to Japan in 2019"): both stay current, each names the other, for the client to ask.
+    ADD COLUMN IF NOT EXISTS conflicts_with uuid[];
 
 -- Recall looks up the successors of superseded candidates, forget the memories a deleted one
 -- superseded: both by this column, set on few rows.
@@ -18,6 +21,10 @@ CREATE OR REPLACE FUNCTION memlane_supersession_on_delete() RETURNS trigger LANG
 BEGIN
     UPDATE memories m SET superseded_by = NULL, valid_until = NULL
         FROM old_rows o WHERE m.superseded_by = o.id;
+    UPDATE memories m
+        SET conflicts_with = nullif(ARRAY(SELECT c FROM unnest(m.conflicts_with) c
+                                          WHERE c NOT IN (SELECT id FROM old_rows)), '{}')
+        WHERE m.conflicts_with && ARRAY(SELECT id FROM old_rows);
     RETURN NULL;
 END
 $$;

@@ -297,3 +297,40 @@ def test_history_command(settings, capsys, monkeypatch):
     assert h["memory"]["content"] == "The standup moved to 10am" and h["versions"] == []
     assert [s["id"] for s in h["supersedes"]] == [old["id"]] and h["superseded_by"] is None
     assert run("history", old["id"])["superseded_by"]["id"] == new["id"]
+
+
+async def test_a_contradiction_is_kept_on_both_sides_shown_by_recall_and_cleared_by_forget(connect, engine):
+    async with connect() as client:
+        went = await call_ok(
+            client, "remember", {"content": "I went to Japan in 2019", "occurred_at": "2024-03-01"}
+        )
+        never = await call_ok(
+            client, "remember", {"content": "I never went to Japan", "occurred_at": "2024-03-01"}
+        )
+        assert [c["id"] for c in never["conflicts"]] == [went["id"]] and never["supersedes"] == []
+        res = await call_ok(client, "recall", {"query": "Have I ever been to Japan?"})
+    marks = {m["content"]: m.get("conflict") for m in res["memories"]}
+    assert marks["I went to Japan in 2019"] == [never["id"][:8]]
+    assert marks["I never went to Japan"] == [went["id"][:8]]
+    await engine.forget(went["id"])
+    assert (await engine.get(never["id"])).conflicts_with is None
+
+
+async def test_reports_of_events_and_a_batch_s_list_items_replace_and_contradict_nothing(engine):
+    log = [
+        {"content": f"Weekly sync {i}: the team reviewed ticket number {i}", "project": "p"} for i in range(6)
+    ]
+    out = await engine.remember_many(log)
+    for i in range(6):
+        single = await engine.remember(
+            {"content": f"Weekly sync {10 + i}: the team reviewed ticket number {10 + i}", "project": "p"}
+        )
+        out.append(single)
+    assert all(not r.supersedes and not r.conflicts and r.superseded_by is None for r in out)
+    prices = await engine.remember_many(
+        [
+            {"content": f"The {size} plan costs ${price} a month", "project": "q"}
+            for size, price in (("small", 5), ("large", 9))
+        ]
+    )
+    assert all(not r.conflicts and not r.supersedes for r in prices)
