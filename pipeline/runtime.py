@@ -42,7 +42,7 @@ class Runtime:
         self, config: EngineConfig, *, embedder: Embedder | None = None, llm: LLM | None = None
     ) -> None:
         self.config = config
-        self.embedder = embedder or make_embedder(config.embedding)
+        self._embedder = embedder or make_embedder(config.embedding)
         self._embedder_given = embedder is not None
         self.store: Store | None = None
         # The LLM stages' provider(s), prompts, cache and usage; None when no stage can use an LLM
@@ -51,9 +51,19 @@ class Runtime:
         uses_llm = llm is not None or any(config.llm.for_stage(s)[3] for s in LLM_STAGES)
         self.llm = LLMService(config.llm, provider=llm) if uses_llm else None
         self.dsn_kind = "external" if config.database.url else "embedded"
-        self.topics = Topics(config.topics, self.embedder)  # topics and fact types on remember
+        self.topics = Topics(config.topics, self._embedder)  # topics and fact types on remember
         self._opened = False
         self.replicas: replicas.Replicas | None = None  # database.read_urls, once open
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, embedder: Embedder) -> None:
+        """Another model for every write and recall, the topics' vectors included."""
+        self._embedder = embedder
+        self.topics.use_embedder(embedder)
 
     @property
     def data_dir(self) -> Path:

@@ -156,6 +156,12 @@ class Topics:
     def enabled(self) -> bool:
         return self.cfg.enabled
 
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Embed with this model from now on: the fixed topics' vectors are made again with it."""
+        if embedder is not self.embedder:
+            self.embedder = embedder
+            self._fixed = None
+
     def fixed(self) -> list[Topic]:
         """The fixed topics with their vectors (embeds them on first use: blocking)."""
         if self._fixed is None:

@@ -188,6 +188,7 @@ async def test_auto_keeps_the_model_a_store_was_built_with(e5, database_url, tmp
     await auto.open()
     try:
         assert auto.embedder.model_id == E5_ID
+        assert auto.runtime.topics.embedder is auto.embedder  # topics embed with the store's model too
         stats = await auto.stats()
         assert stats["embedding_choice"] == "auto: the store's recorded model"
         res = await auto.recall(dict(query="who created Python?"))
