@@ -36,6 +36,11 @@ class Memory:
     # The two above were read with the memory (else: not read, not zero).
     access_known: bool = field(default=False, kw_only=True)
 
+    @property
+    def valid_from(self) -> datetime:
+        """When its value started to hold: when it happened if known, else when it was stored."""
+        return self.occurred_at or self.created_at
+
 
 @dataclass(frozen=True, slots=True)
 class Remembered:

@@ -36,7 +36,7 @@ def asks_about_the_past(question: str) -> bool:
 
 def valid_at(m: Memory, when: datetime) -> bool:
     """Whether ``m``'s value held at ``when``: it started by then and was not yet replaced."""
-    return (m.occurred_at or m.created_at) <= when and (m.valid_until is None or m.valid_until > when)
+    return m.valid_from <= when and (m.valid_until is None or m.valid_until > when)
 
 
 async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
@@ -91,7 +91,7 @@ async def _both_sides(ctx: RecallContext, out: list[Candidate], conflicting: lis
     """A candidate that contradicts memories no arm found brings them in just after it, with its
     score: the client sees both sides and can ask which holds. Returns how many came in."""
     present = {c.memory.id for c in out}
-    wanted = {o for c in out if c.memory.id in set(conflicting) for o in c.memory.conflicts_with or ()}
+    wanted = {o for c in out if c.memory.conflicts_with for o in c.memory.conflicts_with}
     others = await ctx.store.memories_by_id(list(wanted - present))
     now = ctx.clock()
     added = 0

@@ -41,6 +41,7 @@ from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
+from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Memory, Remembered, Replaced
 from memlane.pipeline.remember import content_filter, extract, facttypes, supersede
 from memlane.pipeline.remember.context import WriteContext
@@ -462,29 +463,30 @@ async def _supersede(
     wanted = {mid for h in near.values() for mid, _ in h}
     if not wanted:
         return results
-    dated = await store.dated_texts(list(wanted | {results[i].id for i in created}))
+    read = await store.memories_by_id(list(wanted | {results[i].id for i in created}))
 
     def text(mid: UUID) -> supersede.Text:
-        t = dated[mid]
-        return supersede.Text(id=t[0], content=t[1], valid_from=t[2])
+        m = read[mid]
+        return supersede.Text(id=m.id, content=m.content, valid_from=m.valid_from)
 
     verdicts: dict[int, list[supersede.Verdict]] = {}
     for i in created:
-        if results[i].id not in dated:
+        if results[i].id not in read:
             continue
-        current = [(text(mid), sim) for mid, sim in near[i] if mid in dated and dated[mid][3] is None]
+        current = [
+            (text(mid), sim) for mid, sim in near[i] if mid in read and read[mid].superseded_by is None
+        ]
         if current:
             verdicts[i] = supersede.decide(text(results[i].id), current)
+    # Memories of one batch (one document, one import) do not contradict each other: a list's
+    # items that differ in one value are the list's items.
+    batch = {results[i].id for i in created} if len(created) > 1 else set()
     marked: set[tuple[UUID, UUID]] = set()
     for project, idx in by_project.items():
         pairs = list(
             dict.fromkeys((v.old, v.new) for i in idx for v in verdicts.get(i, ()) if v.kind == "replaces")
         )
-        for old, new, _ in await store.mark_superseded(project, pairs):
-            marked.add((old, new))
-        # Memories of one batch (one document, one import) do not contradict each other: a list's
-        # items that differ in one value are the list's items.
-        batch = {results[i].id for i in idx} if len(idx) > 1 else set()
+        marked |= await store.mark_superseded(project, pairs)
         await store.mark_conflicts(
             project,
             list(
@@ -498,16 +500,15 @@ async def _supersede(
         )
 
     def replaced(mid: UUID) -> Replaced:
-        return Replaced(id=mid, content=dated[mid][1], date=dated[mid][2])
+        return Replaced(id=mid, content=read[mid].content, date=read[mid].valid_from)
 
-    batch_ids = {results[i].id for i in created} if len(created) > 1 else set()
     out = list(results)
     for i, vs in verdicts.items():
         me = results[i].id
         out[i] = replace(
             results[i],
             supersedes=tuple(replaced(v.old) for v in vs if v.new == me and (v.old, v.new) in marked),
-            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts" and v.old not in batch_ids),
+            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts" and v.old not in batch),
             superseded_by=next((v.new for v in vs if v.old == me and (v.old, v.new) in marked), None),
         )
     return out
@@ -516,8 +517,7 @@ async def _supersede(
 def _batch_mates(idx: list[int], vectors: list[list[float]]) -> dict[int, list[tuple[int, float]]]:
     """For each of a batch's new memories of one project, its closest others of the batch (which
     step 5's search, made before the insert, could not see): (position, cosine similarity)."""
-    v = np.asarray([vectors[i] for i in idx], dtype=np.float32)
-    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    v = unit_rows([vectors[i] for i in idx])
     sims = v @ v.T
     np.fill_diagonal(sims, -1.0)
     k = min(supersede.CANDIDATES, len(idx) - 1)
@@ -562,13 +562,14 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
     updated = await ctx.store.update(memory_id, fields, model_id=ctx.embedder.vector_ids, links=plan)
     if "embedding" in fields:
         # New content is a new statement: step 8 as for a new memory, which may mark this one.
-        await supersede_new(
+        [judged] = await supersede_new(
             ctx,
             [Remembered(id=updated.id, status="created", project=updated.project)],
             [updated.content],
             [fields["embedding"]],
         )
-        updated = await ctx.store.get(memory_id)
+        if judged.superseded_by is not None or judged.conflicts:  # its own row changed
+            updated = await ctx.store.get(memory_id)
     return updated
 
 

@@ -1,5 +1,5 @@
-"""Supersession's reads and writes (migration 0013): the texts the detector compares
-(``remember/supersede.py``), the marks it sets, recall's look-up of the memories that replaced
+"""Supersession's reads and writes (migration 0013): the memories the detector compares
+(``remember/supersede.py``) and recall brings in, the marks they set, recall's look-up of the memories that replaced
 its candidates, and a memory's history: the versions its updates replaced and its chain."""
 
 from __future__ import annotations
@@ -15,38 +15,20 @@ from memlane.pipeline.errors import InvalidInput, NotFound
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.base import StorePart
 from memlane.pipeline.store.connection import read_again_once
-from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, MEMORY_NAMES, row_to_memory
-
-O_MEMORY_COLUMNS = ", ".join("o." + c for c in MEMORY_NAMES)
-
-# (id, content, valid from: occurred_at else created_at, superseded_by)
-Dated = tuple[UUID, str, datetime, UUID | None]
+from memlane.pipeline.store.rows import M_MEMORY_COLUMNS, row_to_memory
 
 
 class SupersessionQueries(StorePart):
     """Mixed into Store; needs ``_connection()``, ``_serialise_writes`` and ``_serialise_writes_of``."""
 
-    @read_again_once
-    async def dated_texts(self, ids: Sequence[UUID]) -> dict[UUID, Dated]:
-        """These memories' texts, the times their values start and their successors."""
-        if not ids:
-            return {}
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, content, coalesce(occurred_at, created_at), superseded_by"
-                " FROM memories WHERE id = ANY(%s)",
-                (list(ids),),
-            )
-            return {r[0]: (r[0], r[1], r[2], r[3]) for r in await cur.fetchall()}
-
     async def mark_superseded(
         self, project: str, pairs: Sequence[tuple[UUID, UUID]]
-    ) -> list[tuple[UUID, UUID, datetime]]:
+    ) -> set[tuple[UUID, UUID]]:
         """Each (old, new) of ``project``: ``old`` is superseded by ``new`` from the time ``new``'s
         value starts, unless ``old`` is superseded already, or either is gone. Returns the pairs
-        marked, with that time."""
+        marked."""
         if not pairs:
-            return []
+            return set()
         async with self._connection() as conn, conn.transaction():
             await self._serialise_writes(conn, [project])
             cur = await conn.execute(
@@ -54,10 +36,10 @@ class SupersessionQueries(StorePart):
                 " FROM unnest(%s::uuid[], %s::uuid[]) AS p(old, new)"
                 " JOIN memories n ON n.id = p.new AND n.project = %s"
                 " WHERE o.id = p.old AND o.project = %s AND o.superseded_by IS NULL AND o.id <> n.id"
-                " RETURNING o.id, n.id, o.valid_until",
+                " RETURNING o.id, n.id",
                 ([p[0] for p in pairs], [p[1] for p in pairs], project, project),
             )
-            return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+            return {(r[0], r[1]) for r in await cur.fetchall()}
 
     async def mark_conflicts(self, project: str, pairs: Sequence[tuple[UUID, UUID]]) -> None:
         """Each (a, b) of ``project`` contradict each other: each names the other in
@@ -117,9 +99,9 @@ class SupersessionQueries(StorePart):
                 if await cur.fetchone() is not None:
                     raise InvalidInput(f"{old} already supersedes {new}: unsupersede it first")
             updated = await conn.cursor(row_factory=dict_row).execute(
-                "UPDATE memories o SET superseded_by = %s,"
+                "UPDATE memories m SET superseded_by = %s,"
                 " valid_until = (SELECT coalesce(occurred_at, created_at) FROM memories WHERE id = %s)"
-                f" WHERE o.id = %s RETURNING {O_MEMORY_COLUMNS}",
+                f" WHERE m.id = %s RETURNING {M_MEMORY_COLUMNS}",
                 (new, new, old),
             )
             row = await updated.fetchone()

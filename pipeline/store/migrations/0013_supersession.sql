@@ -14,28 +14,8 @@ ALTER TABLE memories
 CREATE INDEX IF NOT EXISTS memories_superseded_by ON memories (superseded_by)
     WHERE superseded_by IS NOT NULL;
 
--- A memory deleted (forget, a merge, a project dropped) no longer replaces anything: what it
--- superseded is current again. No foreign key, as for the graph's tables (migration 0010): a
--- trigger of the deleting statement does it, under the projects' write lock the deleters take.
-CREATE OR REPLACE FUNCTION memlane_supersession_on_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE memories m SET superseded_by = NULL, valid_until = NULL
-        FROM old_rows o WHERE m.superseded_by = o.id;
-    UPDATE memories m
-        SET conflicts_with = nullif(ARRAY(SELECT c FROM unnest(m.conflicts_with) c
-                                          WHERE c NOT IN (SELECT id FROM old_rows)), '{}')
-        WHERE m.conflicts_with && ARRAY(SELECT id FROM old_rows);
-    RETURN NULL;
-END
-$$;
-
-DROP TRIGGER IF EXISTS memories_supersession_delete ON memories;
-CREATE TRIGGER memories_supersession_delete AFTER DELETE ON memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_supersession_on_delete();
-
 -- An update keeps what it replaces: each earlier content (with its date, category, tags and
--- metadata) is a numbered version of the memory, oldest first. Forgetting the memory deletes its
--- versions with it, as the trigger of migration 0010 does its links.
+-- metadata) is a numbered version of the memory, oldest first.
 CREATE TABLE IF NOT EXISTS memory_versions (
     memory_id   uuid NOT NULL,
     version     integer NOT NULL,
@@ -48,13 +28,23 @@ CREATE TABLE IF NOT EXISTS memory_versions (
     PRIMARY KEY (memory_id, version)
 );
 
-CREATE OR REPLACE FUNCTION memlane_versions_on_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A memory deleted (forget, a merge, a project dropped) takes its versions with it and no longer
+-- replaces or contradicts anything: what it superseded is current again. No foreign keys, as for
+-- the graph's tables (migration 0010): a trigger of the deleting statement does it, under the
+-- projects' write lock the deleters take.
+CREATE OR REPLACE FUNCTION memlane_history_on_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM memory_versions v USING old_rows o WHERE v.memory_id = o.id;
+    UPDATE memories m SET superseded_by = NULL, valid_until = NULL
+        FROM old_rows o WHERE m.superseded_by = o.id;
+    UPDATE memories m
+        SET conflicts_with = nullif(ARRAY(SELECT c FROM unnest(m.conflicts_with) c
+                                          WHERE c NOT IN (SELECT id FROM old_rows)), '{}')
+        WHERE m.conflicts_with && ARRAY(SELECT id FROM old_rows);
     RETURN NULL;
 END
 $$;
 
-DROP TRIGGER IF EXISTS memories_versions_delete ON memories;
-CREATE TRIGGER memories_versions_delete AFTER DELETE ON memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_versions_on_delete();
+DROP TRIGGER IF EXISTS memories_history_delete ON memories;
+CREATE TRIGGER memories_history_delete AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memlane_history_on_delete();

@@ -217,13 +217,21 @@ async def test_a_user_can_undo_and_redo_a_supersession(engine):
         await engine.supersede(str(other.id), str(berlin.id))
 
 
-def test_supersede_and_unsupersede_commands(settings, capsys, monkeypatch):
+@pytest.fixture
+def cli(settings, capsys, monkeypatch):
+    """``cli(*argv)``: memlane's command line on this test's database; its JSON result (the last
+    line of stdout)."""
     monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
 
     def run(*argv: str) -> dict:
         assert main(list(argv)) == 0
         return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
+    return run
+
+
+def test_supersede_and_unsupersede_commands(cli, capsys):
+    run = cli
     old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
     new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
     assert [s["id"] for s in new["supersedes"]] == [old["id"]]
@@ -235,15 +243,8 @@ def test_supersede_and_unsupersede_commands(settings, capsys, monkeypatch):
     assert "cannot supersede itself" in capsys.readouterr().err
 
 
-def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_make(
-    settings, capsys, monkeypatch, tmp_path
-):
-    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
-
-    def run(*argv: str) -> dict:
-        assert main(list(argv)) == 0
-        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-
+def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_make(cli, tmp_path):
+    run = cli
     old = run("remember", "Our standup is in room 4.12", "--project", "src")
     new = run("remember", "Bring snacks on Friday", "--project", "src")
     run("supersede", old["id"], new["id"])  # a user's decision
@@ -280,17 +281,8 @@ async def test_an_update_keeps_the_content_it_replaces_as_a_version_and_forget_d
         assert conn.execute("SELECT count(*) FROM memory_versions").fetchone()[0] == 0
 
 
-def test_history_command(settings, capsys, monkeypatch):
-    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
-
-    def run(*argv: str) -> dict:
-        assert main(list(argv)) == 0
-        return json.loads(
-            capsys.readouterr().out.strip().splitlines()[-1]
-            if argv[0] == "remember"
-            else capsys.readouterr().out
-        )
-
+def test_history_command(cli):
+    run = cli
     old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
     new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
     h = run("history", new["id"][:8])
