@@ -122,6 +122,7 @@ LLM_STAGES = (
     "category_summary",
     "extract",
     "topics",
+    "supersede",
 )
 
 
@@ -147,6 +148,18 @@ class TopicsStageConfig(LLMStageConfig):
     )
 
 
+class SupersedeStageConfig(LLMStageConfig):
+    """``[llm.stages.supersede]``: the stage's own bound on its call, which runs inside remember."""
+
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds one supersede call (a new statement against its stored candidates) may "
+        "take; past it the offline detector decides.",
+    )
+
+
 class LLMStagesConfig(Section):
     intent: LLMStageConfig = LLMStageConfig()
     synthesis: LLMStageConfig = LLMStageConfig()
@@ -163,6 +176,10 @@ class LLMStagesConfig(Section):
     # (pipeline/remember/topics_llm.py). Off unless enabled: one LLM call per remembered batch (of up
     # to 20 memories).
     topics: TopicsStageConfig = TopicsStageConfig(enabled=False)
+    # remember: whether a new statement replaces, adds to or contradicts the stored ones about its
+    # subject (pipeline/remember/supersede_llm.py). Off unless enabled: one LLM call per new short
+    # statement that has candidates.
+    supersede: SupersedeStageConfig = SupersedeStageConfig(enabled=False)
 
 
 class ModelPrice(Section):

@@ -24,7 +24,7 @@ from memlane.pipeline.recall import run
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.query import RecallQuery, asks_every_project
 from memlane.pipeline.records import Memory, Recalled, Remembered
-from memlane.pipeline.remember import ingest, topics_llm, write
+from memlane.pipeline.remember import ingest, supersede_llm, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.ingest import IngestResult, Progress
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
@@ -95,6 +95,7 @@ class Engine:
             topics=rt.topics,
             llm=rt.llm,
             topics_llm=topics_llm.for_write(rt.llm, rt.topics, rt.config.llm),
+            supersede_llm=supersede_llm.for_write(rt.llm, rt.config.llm),
         )
 
     async def remember(

@@ -5,6 +5,10 @@ it, with at least its score. The older one stays in the list: it still answers "
 A candidate that contradicts memories no arm found (``conflicts_with``) brings them in after it:
 the client sees both sides, each marked ``conflict``.
 
+Before that, two orderings that need no mark (``supersede.py`` reads the statements): a question
+about someone gets their own facts above their relatives' (``_own_first``), and a question about the
+present gets a newer statement of the same fact above an older one (``_newer_first``).
+
 A question about the past ("before", "used to", "previously", "originally", a year) keeps the
 order the stages gave, in which the older wording usually matches best. A recall ``as_of`` a time
 puts the memories valid then first (their value started by then and was not yet replaced), in the
@@ -21,6 +25,7 @@ from uuid import UUID
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Candidate, Memory
+from memlane.pipeline.supersede import about_someone_else, answers_as_well, same_fact, whose
 
 # Words that ask about an earlier state than today's.
 _PAST = re.compile(
@@ -28,6 +33,10 @@ _PAST = re.compile(
     r"back then|back in|ago|until|prior|old|first|last time|(19|20)\d\d)\b",
     re.I,
 )
+
+
+# How far down the list a newer statement of the same fact is looked for: the answers a client reads.
+NEWER_WINDOW = 10
 
 
 def asks_about_the_past(question: str) -> bool:
@@ -45,19 +54,85 @@ async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step
         then = [c for c in candidates if valid_at(c.memory, as_of)]
         later = [c for c in candidates if not valid_at(c.memory, as_of)]
         return Step(then + later, detail={"as_of": as_of.isoformat(), "valid_then": len(then)})
-    superseded = [c.memory.id for c in candidates if c.memory.superseded_by is not None]
-    conflicting = [c.memory.id for c in candidates if c.memory.conflicts_with]
-    if not superseded and not conflicting:
-        return Step(candidates, status="skipped: nothing superseded or in conflict among the candidates")
+    present = not asks_about_the_past(ctx.request.query)
     out = list(candidates)
     detail: dict[str, Any] = {}
-    if superseded and not asks_about_the_past(ctx.request.query):
+    if own := _own_first(ctx.request.query, out):
+        detail["own_first"] = own
+    if present and (newer := _newer_first(ctx.request.query, out)):
+        detail["newer_first"] = newer
+    superseded = [c.memory.id for c in out if c.memory.superseded_by is not None]
+    conflicting = [c.memory.id for c in out if c.memory.conflicts_with]
+    if not superseded and not conflicting and not detail:
+        return Step(candidates, status="skipped: nothing superseded or in conflict among the candidates")
+    if superseded and present:
         detail.update(await _successors_first(ctx, out, superseded))
     if conflicting:
         detail["conflicts_brought_in"] = await _both_sides(ctx, out, conflicting)
     if not detail:
         return Step(candidates, status="skipped: a question about the past")
     return Step(out, detail=detail)
+
+
+def _later(a: Memory, b: Memory) -> bool:
+    """Whether ``a`` is the newer statement: valid from later, or from the same time and told
+    later (a correction the same day)."""
+    return (a.valid_from, a.created_at) > (b.valid_from, b.created_at)
+
+
+def _own_first(question: str, out: list[Candidate]) -> list[str]:
+    """For a question about someone ("where does Priya work?"), a statement about them is moved
+    above statements about others that rank above it ("Priya's husband Arjun works at Spotify"):
+    their relatives' facts share every word of the question but its answer. Returns the moved id."""
+    person = whose(question)
+    if person is None:
+        return []
+    end = min(len(out), NEWER_WINDOW)
+    others = [i for i in range(end) if about_someone_else(out[i].memory.content, person)]
+    if not others:
+        return []
+    own = next(
+        (j for j in range(others[0] + 1, end) if about_someone_else(out[j].memory.content, person) is False),
+        None,
+    )
+    if own is None:
+        return []
+    i = others[0]
+    if any(about_someone_else(out[k].memory.content, person) is False for k in range(i)):
+        return []  # the first answer is already theirs
+    succ = out.pop(own)
+    succ.score = max(succ.score, out[i].score)
+    out.insert(i, succ)
+    return [str(succ.memory.id)]
+
+
+def _newer_first(question: str, out: list[Candidate]) -> list[list[str]]:
+    """For a question about the present, a newer statement of the same fact (``same_fact``) that
+    write time did not mark as a successor, because no change was said or the wording differs too
+    much to be sure, is moved above the older one among the first ``NEWER_WINDOW``: recall may
+    guess where marking may not. Returns the pairs moved (older, newer)."""
+    moved: list[list[str]] = []
+    end = min(len(out), NEWER_WINDOW)
+    for i in range(end):
+        old = out[i].memory
+        if old.superseded_by is not None:
+            continue  # its marked successor is placed by _successors_first
+        newer = [
+            j
+            for j in range(i + 1, end)
+            if _later(out[j].memory, old)
+            and out[j].memory.superseded_by is None
+            and same_fact(old.content, out[j].memory.content)
+            and answers_as_well(question, old.content, out[j].memory.content)
+        ]
+        if not newer:
+            continue
+        j = max(newer, key=lambda k: out[k].memory.valid_from)
+        succ = out.pop(j)
+        succ.score = max(succ.score, out[i].score)
+        out.insert(i, succ)
+        moved.append([str(old.id), str(succ.memory.id)])
+    return moved
 
 
 async def _successors_first(

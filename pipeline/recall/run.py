@@ -9,7 +9,7 @@
 | 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); a turn next to a kept one that the graph reached; then a relative floor; else dropped; for a question that is only a time, its range first |
-| 8 | scoring adjustments | adjust.py, current.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a superseded memory's successor above it, unless the question is about the past |
+| 8 | scoring adjustments | adjust.py, current.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a person's own facts, a newer statement of one fact and a superseded memory's successor above the older, unless the question is about the past |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from memlane.pipeline.config import EngineConfig
     from memlane.pipeline.llm.service import LLMService
     from memlane.pipeline.providers.embedding.base import Embedder
+    from memlane.pipeline.remember.supersede_llm import SupersedeLLM
     from memlane.pipeline.remember.topics import Topics
     from memlane.pipeline.remember.topics_llm import TopicsLLM
     from memlane.pipeline.store import Store
@@ -27,3 +28,4 @@ class WriteContext:
     topics: Topics  # offline topics and fact types; ``topics.enabled`` follows ``[topics] enabled``
     llm: LLMService | None = None  # None: no stage can use an LLM, every write step runs offline
     topics_llm: TopicsLLM | None = None  # the ``topics`` LLM stage, when it serves this write
+    supersede_llm: SupersedeLLM | None = None  # the ``supersede`` LLM stage, when it serves this write

@@ -9,7 +9,7 @@
 | 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
 | 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
 | 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
-| 8 | supersede | supersede.py, here | among each new memory's nearest: what it states a newer value of |
+| 8 | supersede | ../supersede.py, here | among each new memory's nearest: what it states a newer value of |
 | 9 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
 
 Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember``
@@ -36,14 +36,14 @@ from uuid import UUID
 
 import numpy as np
 
-from memlane.pipeline import access
+from memlane.pipeline import access, supersede
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
 from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Memory, Remembered, Replaced
-from memlane.pipeline.remember import content_filter, extract, facttypes, supersede
+from memlane.pipeline.remember import content_filter, extract, facttypes
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
@@ -469,7 +469,7 @@ async def _supersede(
         m = read[mid]
         return supersede.Text(id=m.id, content=m.content, valid_from=m.valid_from)
 
-    verdicts: dict[int, list[supersede.Verdict]] = {}
+    asked: dict[int, list[tuple[supersede.Text, float]]] = {}
     for i in created:
         if results[i].id not in read:
             continue
@@ -477,7 +477,21 @@ async def _supersede(
             (text(mid), sim) for mid, sim in near[i] if mid in read and read[mid].superseded_by is None
         ]
         if current:
-            verdicts[i] = supersede.decide(text(results[i].id), current)
+            asked[i] = current
+    verdicts: dict[int, list[supersede.Verdict]] = {}
+    if ctx.supersede_llm is not None:  # never raises: the offline detector decides what it cannot
+        judge = ctx.supersede_llm
+        # Each call's timeout starts when it may go out: at most [llm] max_concurrency at once.
+        gate = asyncio.Semaphore(ctx.config.llm.max_concurrency)
+
+        async def decide(i: int, current: list[tuple[supersede.Text, float]]) -> list[supersede.Verdict]:
+            async with gate:
+                return await judge.decide(text(results[i].id), current)
+
+        decided = await asyncio.gather(*(decide(i, current) for i, current in asked.items()))
+        verdicts = dict(zip(asked, decided, strict=True))
+    else:
+        verdicts = {i: supersede.decide(text(results[i].id), current) for i, current in asked.items()}
     # Memories of one batch (one document, one import) do not contradict each other: a list's
     # items that differ in one value are the list's items.
     batch = {results[i].id for i in created} if len(created) > 1 else set()

@@ -1,5 +1,5 @@
 """Supersession's reads and writes (migration 0013): the memories the detector compares
-(``remember/supersede.py``) and recall brings in, the marks they set, recall's look-up of the memories that replaced
+(``supersede.py``) and recall brings in, the marks they set, recall's look-up of the memories that replaced
 its candidates, and a memory's history: the versions its updates replaced and its chain."""
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ _STAGE_NAMES = {
     "summarising": "category_summary",
     "entity-extraction": "extract",
     "topic-naming": "topics",
+    "supersession": "supersede",
 }
 _STOP = {"the", "a", "an", "of", "to", "in", "on", "is", "was", "did", "do", "does", "what", "when", "who", "how",
          "why", "which", "where", "and", "or", "for", "with", "about", "my", "our", "i", "we", "you", "it"}  # fmt: skip
@@ -77,6 +78,9 @@ def canned_reply(stage: str | None, user: str) -> str:
     if stage == "topics":  # no opinion: every memory keeps its offline topics and fact type
         n = len(re.findall(r'<memory n="\d+"', user))
         return json.dumps({"memories": [{"n": i, "topics": []} for i in range(1, n + 1)]})
+    if stage == "supersede":  # no opinion: nothing is replaced
+        n = len(re.findall(r'<memory n="\d+"', user.split("<stored_memories>")[-1]))
+        return json.dumps({"candidates": [{"n": i, "relation": "unrelated"} for i in range(1, n + 1)]})
     return "ok"
 
 

@@ -17,6 +17,9 @@ about ("Maya", "I", "we"; "my sister Maya" is Maya). Then:
   longer", ...), or the attribute holds one value at a time (a home, an employer; not pets or
   hobbies). Additive news ("also", "another", "a second") supersedes nothing.
 
+Recall reads statements with the same rules, looser (``same_fact``, ``whose``): a wrong guess
+there only reorders an answer, where a wrong mark here would hide one.
+
 Two that meet all but the order (the same time, no change said) or where one denies what the
 other states ("never" against "did") are a conflict.
 """
@@ -59,7 +62,7 @@ _POSSESSIVE = frozenset({"my", "our"})
 _RELATIONS = frozenset(
     """partner wife husband girlfriend boyfriend mum mom mother dad father parents brother sister
     son daughter kids children friend boss manager colleague roommate flatmate neighbour neighbor
-    team cousin uncle aunt grandma grandpa grandmother grandfather""".split()
+    team cousin uncle aunt grandma grandpa grandmother grandfather family""".split()
 )
 # Capitalised openers that are not what a text is about.
 _NOT_NAMES = frozenset(
@@ -75,7 +78,7 @@ _NOT_NAMES = frozenset(
 _FAMILY_WORDS: tuple[tuple[bool, str], ...] = (
     (
         True,
-        "live lives living lived moved move moving relocat based reside home apartment flat house hometown city",
+        "live lives living lived moved move moving relocat based reside home place apartment flat house hometown city",
     ),
     (
         True,
@@ -96,9 +99,12 @@ _FAMILY_WORDS: tuple[tuple[bool, str], ...] = (
     (True, "diet vegan vegetarian pescatarian keto eat eats eating meat"),
     (True, "phone number email address contact"),
     (True, "married dating partner girlfriend boyfriend wife husband engaged single divorc"),
-    (True, "study studies studying school university college major degree"),
+    (True, "study studies studying school university college major degree graduat phd"),
     (True, "drive drives car"),
-    (True, "editor ide terminal shell browser laptop os"),
+    (True, "editor ide"),
+    (True, "terminal shell"),
+    (True, "browser"),
+    (True, "laptop computer os"),
     (True, "framework library frontend backend orm bundler linter formatter stack language"),
     (False, "pet pets dog dogs cat cats puppy kitten"),
     (False, "hobby hobbies play plays playing sport learn learning"),
@@ -150,6 +156,7 @@ class _Read:
     additive: bool
     negated: bool
     capitalised: frozenset[str]  # words written with a capital inside a sentence: names
+    named: bool  # the subject is a name ("Maya", "Acme"), written with a capital
     asks: bool  # a question states no value
     # It reports what happened ("the team reviewed ticket 24"), not a value that holds: a newer
     # report of the same kind is another event, unless it says something changed.
@@ -170,6 +177,7 @@ def subject(text: str) -> str | None:
     person ("i", "we") and its first content word ("the standup" is "standup"). A name or a
     relation after "my" / "our" is the subject ("my sister Maya" is "maya", "my partner" is
     "my partner"), and so is a relation after a name ("Kenji's parents"). None for no words."""
+    text = _without_setting(text)
     words = [
         (m.start(), m.group(0).lower().replace("’", "'"))
         for m in re.finditer(r"[A-Za-z0-9][\w'’.-]*[A-Za-z0-9]|[A-Za-z0-9]", text)
@@ -200,9 +208,11 @@ def subject(text: str) -> str | None:
             return "i" if w in _FIRST else "we"
         if first_name is not None and pos >= first_name[0]:
             owner = first_name[1]
-            rest = text[first_name[0] :].split(None, 2)
-            # "Kenji's parents": another person than Kenji.
+            rest = text[first_name[0] :].split(None, 3)
+            # "Kenji's parents": another person than Kenji; "Priya's husband Arjun" is Arjun.
             if rest and re.search(r"['’]s?$", rest[0]) and len(rest) > 1 and rest[1].lower() in _RELATIONS:
+                if len(rest) > 2 and re.match(r"[A-Z][a-z]+\b", rest[2]) and rest[2].lower() not in STOPWORDS:
+                    return re.match(r"[A-Za-z]+", rest[2]).group(0).lower()  # type: ignore[union-attr]
                 return f"{owner}'s {rest[1].lower()}"
             return owner
         if w not in STOPWORDS and not w[0].isdigit() and w not in _NOT_NAMES:
@@ -215,6 +225,8 @@ def _read(content: str) -> _Read:
     # A chat turn's speaker ("Maria: ..."): her "I" is not another speaker's, and her name is no
     # word of what she says.
     speaker = _SPEAKER.match(content)
+    if speaker and speaker.group(1).lower() in _NOT_NAMES:
+        speaker = None  # "Correction: ...", "Update: ..." are no one's words
     if speaker:
         content = content[speaker.end() :]
     toks = _tokens(content)
@@ -222,11 +234,16 @@ def _read(content: str) -> _Read:
     negated = bool(_NEGATIONS.intersection(t.replace("’", "'") for t in toks))
     # "Bye for now" changes nothing; "I won't quit" says nothing changed.
     cues = set(toks) - ({"now"} if " for now " in low else set())
-    fams = frozenset(i for i, (_, stems) in enumerate(_FAMILIES) for w in toks if _in_family(w, stems))
+    said = subject(content)
+    # A person named by a relation names no attribute: "my partner" is who, not "married". (A
+    # thing's name may: "the frontend is Svelte now".)
+    named = _relation_words(said)
+    fams = frozenset(
+        i for i, (_, stems) in enumerate(_FAMILIES) for w in toks if w not in named and _in_family(w, stems)
+    )
     words = frozenset(
         t for t in toks if t not in STOPWORDS and t not in _FIRST and t not in _WE and len(t) > 1
     )
-    said = subject(content)
     if speaker and said in ("i", "we"):
         said = f"{said}@{speaker.group(1).lower()}"
     return _Read(
@@ -242,9 +259,39 @@ def _read(content: str) -> _Read:
             for m in _TOKEN.finditer(content)
             if m.group(0)[:1].isupper() and not _SENTENCE_START.search(content[: m.start()])
         ),
+        named=_named(said, content),
         asks="?" in content,
         event=_reports_event(toks, fams),
     )
+
+
+# A sentence that opens with when or after what ("From September, ...", "After the second reorg
+# my manager ...") says its subject after that setting.
+_SETTING = re.compile(
+    r"^(?:from|after|since|starting|as of|in|on|by|until|before|following)\b[^,;:]*?"
+    r"(?:,\s*|\s+(?=(?:my|our|I|we)\b))",
+    re.I,
+)
+
+
+def _without_setting(text: str) -> str:
+    """``text`` without an opening setting phrase of at most 5 words, or as it is."""
+    m = _SETTING.match(text)
+    if m is None or len(m.group(0).split()) > 6:
+        return text
+    return text[m.end() :]
+
+
+def _named(said: str | None, content: str) -> bool:
+    """Whether the subject is a name: written with a capital inside a sentence, found as a name,
+    or capitalised and no word of its own ("Priya"; a sentence's "Support" or "New" is a word)."""
+    if not said or said in ("i", "we") or " " in said:
+        return False
+    if re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(said.capitalize())}\b", content):
+        return True
+    if any(e.kind == "name" and e.key == said for e in entities.extract(content, limit=6)):
+        return True
+    return token_rank(said) == 1 << 30 and re.match(rf"{re.escape(said.capitalize())}\b", content) is not None
 
 
 def _reports_event(toks: list[str], families: frozenset[int]) -> bool:
@@ -278,7 +325,8 @@ def _plain(words: set[str]) -> set[str]:
 def _same_attribute(a: _Read, b: _Read) -> bool:
     if a.families & b.families:
         return True
-    shared = {w for w in a.words if any(same_word(w, x) for x in b.words)} - {a.subject, b.subject}
+    who = {a.subject, b.subject} | _relation_words(a.subject) | _relation_words(b.subject)
+    shared = {w for w in a.words if any(same_word(w, x) for x in b.words)} - who
     return any(token_rank(w) >= _RARE_RANK and not w.isdigit() for w in _plain(shared))
 
 
@@ -296,13 +344,18 @@ def _same_subject(a: _Read, b: _Read) -> bool:
         return True  # "I live in Manchester", then "We moved to Edinburgh"
     if _first_person(sa) or _first_person(sb) or _is_person(sa) or _is_person(sb):
         return False
-    if sa in a.capitalised and sb in b.capitalised:
+    if a.named and b.named:
         return False  # two names: two people, or two products
     if sa == "we":
         return _names(sb, a.words)
     if sb == "we":
         return _names(sa, b.words)
     return _names(sa, b.words) or _names(sb, a.words)
+
+
+def _relation_words(subject: str | None) -> set[str]:
+    """The words of a subject that is a person named by a relation ("my partner")."""
+    return set(subject.split()) if subject and _is_person(subject) else set()
 
 
 def _first_person(subject: str) -> bool:
@@ -371,6 +424,72 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
     return None
 
 
+def same_fact(a: str, b: str) -> bool:
+    """Whether two stored statements are values of one fact (one subject, one attribute), read
+    looser than ``judge``: no change said, no value compared, one of them possibly an event. Recall
+    orders by it, and a wrong guess there only reorders; ``judge`` marks, and a wrong mark there
+    would hide evidence."""
+    if a == b or not (_short(a) and _short(b)):
+        return False
+    ra, rb = _read(a), _read(b)
+    if len(ra.words) > MAX_WORDS or len(rb.words) > MAX_WORDS or ra.asks or rb.asks:
+        return False
+    if ra.subject is None or rb.subject is None or (ra.event and rb.event):
+        return False  # two reports of events: both happened
+    if not _same_attribute(ra, rb):
+        return False
+    return _same_subject(ra, rb) or _same_thing_new_owner(ra, rb) or _same_thing_new_owner(rb, ra)
+
+
+def answers_as_well(question: str, older: str, newer: str) -> bool:
+    """Whether ``newer`` names everything of ``question`` that ``older`` names, apart from the
+    attribute's words: "my 1:1 with Sofia moved" does not answer "when is my 1:1 with Marcus?" as
+    well as "my 1:1 with Marcus is on Mondays" does, though both are one kind of fact."""
+    rq, ro, rn = _read(question), _read(older), _read(newer)
+    # The attribute may be worded otherwise ("where does she live?": "her new place is in Berlin"),
+    # unless the newer names another one ("terminal" asked, "editor" said).
+    skip = rq.families if (rn.families & rq.families or not rn.families) else frozenset()
+    for w in rq.words:
+        if any(_in_family(w, _FAMILIES[i][1]) for i in skip):
+            continue
+        if any(same_word(w, x) for x in ro.words) and not any(same_word(w, x) for x in rn.words):
+            return False
+    return True
+
+
+def whose(question: str) -> str | None:
+    """Whom a question asks about: its first name, else "i" or "we" ("what car do I drive?"),
+    else None. A relation asked about ("where does Priya's husband work?") is None: its
+    relatives are what is asked."""
+    r = _read(question)
+    if r.subject is None or _is_person(r.subject) or any(w in _RELATIONS for w in r.words):
+        return None
+    if r.named or r.subject in ("i", "we"):
+        return r.subject
+    names = [e.key for e in entities.extract(question, limit=6) if e.kind == "name"]
+    if names:
+        return names[0]  # "what pet does Luca have?"
+    toks = set(_tokens(question))
+    return "i" if toks & _FIRST else "we" if toks & _WE else None
+
+
+def about_someone_else(content: str, person: str) -> bool | None:
+    """For a short statement: False when it is about ``person`` (a key of ``whose``), True when
+    about another person (a relative of theirs, or another name), None when not about a person or
+    too long to tell."""
+    if not _short(content):
+        return None
+    r = _read(content)
+    if r.subject is None or len(r.words) > MAX_WORDS:
+        return None
+    said = r.subject.split("@")[0]
+    if said == person or (person == "i" and said == "we"):
+        return False
+    if _is_person(r.subject) or r.named:
+        return True
+    return None
+
+
 def may_decide(content: str) -> bool:
     """Whether a text is a statement of one fact, which alone can supersede or be superseded:
     what ``judge`` would refuse for any neighbour, known before its neighbours are read."""
@@ -397,9 +516,38 @@ def decide(new: Text, neighbours: Sequence[tuple[Text, float]]) -> list[Verdict]
     A new statement replaces one earlier statement, its predecessor: of several that qualify, the
     closest ("my 1:1 with Sofia moved" replaces the 1:1 with Sofia, not the one with Marcus, which
     qualifies too). Likewise it is replaced by at most one, the closest newer."""
-    judged = [(v, sim) for old, sim in neighbours if (v := judge(new, old, sim)) is not None]
+    return pick(new, [(v, sim) for old, sim in neighbours if (v := judge(new, old, sim)) is not None])
+
+
+def pick(new: Text, judged: Sequence[tuple[Verdict, float]]) -> list[Verdict]:
+    """Of the verdicts about ``new`` (with each neighbour's similarity): its closest predecessor,
+    its closest successor, and every conflict."""
     conflicts = [v for v, _ in judged if v.kind == "conflicts"]
     replaces = [(v, sim) for v, sim in judged if v.kind == "replaces" and v.new == new.id]
     replaced = [(v, sim) for v, sim in judged if v.kind == "replaces" and v.old == new.id]
     best = [max(group, key=lambda p: p[1])[0] for group in (replaces, replaced) if group]
     return best + conflicts
+
+
+def shares_subject(new: Text, old: Text, similarity: float) -> bool:
+    """Whether ``old`` is a candidate the ``supersede`` LLM stage is asked about: a short statement
+    close enough, about the new one's subject (or the same thing, owned by someone else)."""
+    if similarity < MIN_SIMILARITY or new.id == old.id or not (_short(new.content) and _short(old.content)):
+        return False
+    rn, ro = _read(new.content), _read(old.content)
+    if len(rn.words) > MAX_WORDS or len(ro.words) > MAX_WORDS or rn.asks or ro.asks or rn.subject is None:
+        return False
+    return _same_subject(rn, ro) or _same_thing_new_owner(rn, ro) or _same_thing_new_owner(ro, rn)
+
+
+def verdict_of(new: Text, old: Text, relation: str) -> Verdict | None:
+    """The verdict an LLM's relation ("replaces", "adds_to", "contradicts", "unrelated") makes,
+    ordered by valid time: a new statement dated earlier than the one it "replaces" is the one
+    replaced."""
+    if relation == "replaces":
+        if new.valid_from >= old.valid_from:
+            return Verdict(old=old.id, new=new.id, kind="replaces")
+        return Verdict(old=new.id, new=old.id, kind="replaces")
+    if relation == "contradicts":
+        return Verdict(old=old.id, new=new.id, kind="conflicts")
+    return None

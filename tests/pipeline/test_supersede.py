@@ -14,7 +14,16 @@ from support.clients import call_ok
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.recall.current import asks_about_the_past
 from memlane.pipeline.recall.query import Ablation
-from memlane.pipeline.remember.supersede import Text, decide, judge, subject
+from memlane.pipeline.supersede import (
+    Text,
+    about_someone_else,
+    answers_as_well,
+    decide,
+    judge,
+    same_fact,
+    subject,
+    whose,
+)
 from memlane.server.cli.main import main
 
 pytestmark = pytest.mark.anyio
@@ -326,3 +335,79 @@ async def test_reports_of_events_and_a_batch_s_list_items_replace_and_contradict
         ]
     )
     assert all(not r.conflicts and not r.supersedes for r in prices)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("Maya moved to Porto for a year.", "Maya's new place is in Berlin, in Kreuzberg.", True),
+        ("I drink my coffee black.", "I drink my coffee with oat milk.", True),
+        ("My partner is vegetarian.", "My partner works at Shopify as a designer.", False),
+        ("Maya works at Siemens.", "Maya's sister Ana works at Siemens in Munich.", False),
+        ("The team reviewed ticket 24.", "The team reviewed ticket 31.", False),  # two events
+        ("Maya lives in Lisbon.", "Tom lives in Lisbon.", False),
+    ],
+)
+def test_same_fact_is_one_subject_and_one_attribute(a, b, same):
+    assert same_fact(a, b) is same
+    assert same_fact(b, a) is same
+
+
+@pytest.mark.parametrize(
+    ("question", "person"),
+    [
+        ("Where does Priya work?", "priya"),
+        ("What pet does Luca have?", "luca"),
+        ("What car do I drive?", "i"),
+        ("Where does Priya's husband work?", None),
+        ("What is the release cadence?", None),
+    ],
+)
+def test_whose_names_the_person_a_question_asks_about(question, person):
+    assert whose(question) == person
+
+
+def test_a_relative_s_fact_is_about_someone_else():
+    assert about_someone_else("Priya's husband Arjun works at Spotify.", "priya") is True
+    assert about_someone_else("Kenji's parents live in Nagoya.", "kenji") is True
+    assert about_someone_else("Priya is a data scientist at Spotify.", "priya") is False
+    assert about_someone_else("We use Grafana for dashboards.", "priya") is None
+
+
+def test_a_newer_statement_answers_as_well_unless_it_drops_what_was_asked():
+    assert answers_as_well("Where does Maya live?", "Maya lives in Lisbon.", "Maya's new place is in Berlin.")
+    assert not answers_as_well(
+        "When is my 1:1 with Marcus?",
+        "My 1:1 with Marcus is on Mondays at 11:30.",
+        "My 1:1 with Sofia is now every other Friday.",
+    )
+    assert not answers_as_well(
+        "What terminal do I like?", "My favourite terminal is kitty.", "My editor of choice is Helix."
+    )
+
+
+async def test_recall_puts_a_newer_statement_of_the_same_fact_and_the_person_s_own_first(engine):
+    """Not marked at write time (no change said, worded apart), still answered first for a question
+    about the present; the past keeps the stages' order; a relative's fact goes below the person's."""
+    p = {"project": "p"}
+    old = await engine.remember({**p, "content": "My coffee is black.", "occurred_at": "2023-05-02"})
+    partner = await engine.remember(
+        {**p, "content": "My partner drinks coffee with sugar.", "occurred_at": "2023-06-01"}
+    )
+    new = await engine.remember(
+        {**p, "content": "My coffee comes with a splash of oat milk.", "occurred_at": "2024-09-20"}
+    )
+    assert not new.supersedes  # nothing said it changed: write time does not mark it
+    q = {"project": "p", "count_accesses": False}
+    # Only the keyword arm, where the shorter, older wording ranks first.
+    res = await engine.recall({**q, "query": "my coffee", "ablation": Ablation(arms=("keyword",))})
+    ranked = [m.id for m, _ in res.memories]
+    assert ranked[0] == new.id and ranked.index(old.id) < ranked.index(partner.id), ranked
+    detail = {s.stage: s for s in res.trace.stages}["adjustments"].detail["current"]
+    assert isinstance(detail, dict) and [str(old.id), str(new.id)] in detail["newer_first"], detail
+    past = await engine.recall({**q, "query": "How did I take my coffee before?"})
+    assert "newer_first" not in {s.stage: s for s in past.trace.stages}["adjustments"].detail.get(
+        "current", {}
+    )
+    theirs = await engine.recall({**q, "query": "How does my partner take coffee?"})
+    assert [m.id for m, _ in theirs.memories][0] == partner.id
