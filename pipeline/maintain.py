@@ -32,6 +32,7 @@ from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.links import link_settings
 from memlane.pipeline.store.graph import LinkItem
 from memlane.pipeline.store.topics import add_to_sums
+from memlane.pipeline.time.events import event_time
 
 
 class WritesThrough(Protocol):
@@ -237,6 +238,36 @@ async def _summaries(ctx: TaskContext) -> dict[str, Any]:
     }
 
 
+EVENT_TIME_CURSOR = "maintain.event_times"  # the last id read; "done" once every memory was read
+EVENT_TIME_BATCH = 500
+
+
+async def _event_times(ctx: TaskContext) -> dict[str, Any]:
+    """Event times (time/events.py) for memories stored before migration 0014, in id order and
+    batches of ``EVENT_TIME_BATCH``, each its own statement; the last id read is kept in
+    ``memlane_settings``, so an interrupted run continues and a finished one finds nothing (a new
+    memory gets its event time when it is written)."""
+    store = ctx.write.store
+    cursor = await store.get_setting(EVENT_TIME_CURSOR)
+    if cursor == "done":
+        return {"would_read": 0} if ctx.dry_run else {"read": 0, "dated": 0}
+    after = UUID(cursor) if cursor else None
+    total = await store.count_event_time_backlog(after)
+    if ctx.dry_run:
+        return {"would_read": total}
+    read = dated = 0
+    ctx.report(0, total)
+    while batch := await store.event_time_backlog(after, EVENT_TIME_BATCH):
+        found = [(mid, *when) for mid, content, said in batch if (when := event_time(content, said))]
+        dated += await store.set_event_times(found)
+        read += len(batch)
+        after = batch[-1][0]
+        await store.set_setting(EVENT_TIME_CURSOR, str(after))
+        ctx.report(read, max(total, read))
+    await store.set_setting(EVENT_TIME_CURSOR, "done")
+    return {"read": read, "dated": dated}
+
+
 LINK_BATCH = 200
 
 
@@ -276,6 +307,9 @@ TASKS: dict[str, Task] = {
         Task("purge", "delete memories past their expires_at, in batches", _purge),
         Task("merge", "merge near-duplicates (filter.merge_threshold) of a project into the oldest", _merge),
         Task("links", "entities and graph links for memories without them (an upgraded store)", _links),
+        Task(
+            "event_times", "the times memories' contents name, for memories stored before them", _event_times
+        ),
         Task(
             "summaries",
             "topics and fact types for memories stored before them; refresh changed category summaries",

@@ -29,6 +29,8 @@ class Memory:
     superseded_by: UUID | None = None  # the memory that states its newer value (migration 0013)
     valid_until: datetime | None = None  # when that newer value starts
     conflicts_with: tuple[UUID, ...] | None = None  # memories it contradicts, neither known right
+    event_start: datetime | None = None  # the time its content names ("yesterday"); migration 0014
+    event_end: datetime | None = None  # (exclusive)
     # The fields above are the memories table's columns, in store/rows.py's order; these are not
     # (and are given by name).
     access_count: int = field(default=0, kw_only=True)  # recalls that returned it (memory_access)
@@ -38,8 +40,31 @@ class Memory:
 
     @property
     def valid_from(self) -> datetime:
-        """When its value started to hold: when it happened if known, else when it was stored."""
+        """When it was said to hold: when it happened if known, else when it was stored. Which of
+        two statements is newer goes by this (supersession, recall's order)."""
         return self.occurred_at or self.created_at
+
+    @property
+    def began(self) -> datetime:
+        """When its value started to hold: ``valid_from``, or earlier when its content names an
+        earlier time ("we moved to Berlin last month"). A recall ``as_of`` a time reads this."""
+        said = self.valid_from
+        return self.event_start if self.event_start is not None and self.event_start < said else said
+
+    def happened_in(self, start: datetime | None, end: datetime | None) -> bool:
+        """Whether it was said, or its event time falls, within [start, end) (None: open)."""
+        if (
+            self.occurred_at is not None
+            and (start is None or self.occurred_at >= start)
+            and (end is None or self.occurred_at < end)
+        ):
+            return True
+        return (
+            self.event_start is not None
+            and self.event_end is not None
+            and (end is None or self.event_start < end)
+            and (start is None or self.event_end > start)
+        )
 
 
 @dataclass(frozen=True, slots=True)

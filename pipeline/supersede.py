@@ -287,6 +287,13 @@ def _named(said: str | None, content: str) -> bool:
     or capitalised and no word of its own ("Priya"; a sentence's "Support" or "New" is a word)."""
     if not said or said in ("i", "we") or " " in said:
         return False
+    if (
+        len(said) > 4
+        and said.endswith(("ed", "ing"))
+        and content[:1].isupper()
+        and content.lower().startswith(said)
+    ):
+        return False  # "Interviewed two candidates": a verb opens a note that has no subject
     if re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(said.capitalize())}\b", content):
         return True
     if any(e.kind == "name" and e.key == said for e in entities.extract(content, limit=6)):
@@ -449,28 +456,34 @@ def answers_as_well(question: str, older: str, newer: str) -> bool:
     # The attribute may be worded otherwise ("where does she live?": "her new place is in Berlin"),
     # unless the newer names another one ("terminal" asked, "editor" said).
     skip = rq.families if (rn.families & rq.families or not rn.families) else frozenset()
-    for w in rq.words:
+    # Numbers count, one digit too ("big note 3" is not "big note 5").
+    asked = rq.words | {t for t in _tokens(question) if t.isdigit()}
+    old = ro.words | {t for t in _tokens(older) if t.isdigit()}
+    new = rn.words | {t for t in _tokens(newer) if t.isdigit()}
+    for w in asked:
         if any(_in_family(w, _FAMILIES[i][1]) for i in skip):
             continue
-        if any(same_word(w, x) for x in ro.words) and not any(same_word(w, x) for x in rn.words):
+        if any(same_word(w, x) for x in old) and not any(same_word(w, x) for x in new):
             return False
     return True
 
 
 def whose(question: str) -> str | None:
-    """Whom a question asks about: its first name, else "i" or "we" ("what car do I drive?"),
-    else None. A relation asked about ("where does Priya's husband work?") is None: its
-    relatives are what is asked."""
+    """Whom a question asks about: its first name, else "i" ("what car do I drive?"), else None.
+    A relation asked about ("where does Priya's husband work?") is None: its relatives are what is
+    asked; so is "we": a team's facts are its members' too."""
     r = _read(question)
     if r.subject is None or _is_person(r.subject) or any(w in _RELATIONS for w in r.words):
         return None
-    if r.named or r.subject in ("i", "we"):
+    if r.named or r.subject == "i":
         return r.subject
+    if r.subject == "we":
+        return None
     names = [e.key for e in entities.extract(question, limit=6) if e.kind == "name"]
     if names:
         return names[0]  # "what pet does Luca have?"
     toks = set(_tokens(question))
-    return "i" if toks & _FIRST else "we" if toks & _WE else None
+    return "i" if toks & _FIRST and not toks & _WE else None
 
 
 def about_someone_else(content: str, person: str) -> bool | None:
@@ -484,7 +497,7 @@ def about_someone_else(content: str, person: str) -> bool | None:
         return None
     said = r.subject.split("@")[0]
     if said == person or (person == "i" and said == "we"):
-        return False
+        return False  # "we moved to Edinburgh" answers "where do I live?"
     if _is_person(r.subject) or r.named:
         return True
     return None

@@ -103,7 +103,7 @@ TEMPORAL = Arm(
     exact=False,
     normalise="none",  # 1.0 for a memory in the question's time range: the weight is the boost
     run=temporal_arm.run,
-    description="memories whose occurred_at is in a time range named by the question (pipeline/time/arm.py)",
+    description="memories whose occurred_at or event time is in a time range named by the question (pipeline/time/arm.py)",
 )
 
 

@@ -45,7 +45,7 @@ def asks_about_the_past(question: str) -> bool:
 
 def valid_at(m: Memory, when: datetime) -> bool:
     """Whether ``m``'s value held at ``when``: it started by then and was not yet replaced."""
-    return m.valid_from <= when and (m.valid_until is None or m.valid_until > when)
+    return m.began <= when and (m.valid_until is None or m.valid_until > when)
 
 
 async def current_first(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:

@@ -13,7 +13,7 @@ many times ``max_tokens``.
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 from memlane.pipeline.records import Memory
@@ -25,6 +25,18 @@ def memory_date(m: Memory) -> str:
     """When it happened if known, else when it was stored; a date is all a reader needs."""
     when = m.occurred_at or m.created_at
     return when.astimezone(UTC).date().isoformat()
+
+
+def event_of(m: Memory) -> str | None:
+    """The time its content names (``event_start``), when another day than its date: a day, or a
+    span "first..last" (days, inclusive)."""
+    if m.event_start is None or m.event_end is None:
+        return None
+    first = m.event_start.astimezone(UTC).date()
+    last = (m.event_end.astimezone(UTC) - timedelta(microseconds=1)).date()
+    if first == last:
+        return None if first.isoformat() == memory_date(m) else first.isoformat()
+    return f"{first.isoformat()}..{last.isoformat()}"
 
 
 def memory_view(
@@ -42,6 +54,8 @@ def memory_view(
         "content": m.content,
         "date": memory_date(m),
     }
+    if (event := event_of(m)) is not None:
+        out["event"] = event
     if m.category:
         out["category"] = m.category
     if m.tags:

@@ -31,6 +31,7 @@ from collections import Counter, defaultdict
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -51,6 +52,7 @@ from memlane.pipeline.remember.topics import Assignment
 from memlane.pipeline.store import Store, StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
 from memlane.pipeline.store.rows import WRITTEN
+from memlane.pipeline.time.events import event_time
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,9 @@ TAIL_SPLIT_MIN = 16
 Near = tuple[tuple[UUID, float], ...]
 # The written columns a ``MemoryInput`` carries (the same names; its content hash is computed from
 # its content and date): all but what step 4 and step 6 add.
-GIVEN_COLUMNS = tuple(c.name for c in WRITTEN if c.name not in ("embedding", "topics"))
+# Written from what the caller gave; the rest is computed here.
+COMPUTED_COLUMNS = ("embedding", "topics", "event_start", "event_end")
+GIVEN_COLUMNS = tuple(c.name for c in WRITTEN if c.name not in COMPUTED_COLUMNS)
 
 
 async def remember_one(
@@ -377,13 +381,15 @@ def stored_rows(
     sequence: tuple[str, float | None] | None = None,
 ) -> list[StoredRow]:
     """The rows step 7 writes: each input's columns as the caller gave them (checked), with its
-    vector and topics."""
+    vector, topics and event time."""
+    now = datetime.now(UTC)
     return [
         StoredRow(
             values={
                 **{name: getattr(m, name) for name in GIVEN_COLUMNS},
                 "embedding": vec,
                 "topics": a.topics if a is not None else None,
+                **_event_columns(m.content, m.occurred_at or now),
             },
             auto_topics=a.auto if a is not None else (),
             sequence=sequence is not None,
@@ -391,6 +397,11 @@ def stored_rows(
         )
         for m, vec, a in zip(inputs, vectors, assigned, strict=True)
     ]
+
+
+def _event_columns(content: str, said_at: datetime) -> dict[str, datetime | None]:
+    when = event_time(content, said_at)
+    return {"event_start": when[0] if when else None, "event_end": when[1] if when else None}
 
 
 def _remembered(
@@ -559,6 +570,10 @@ async def enrich(ctx: WriteContext, results: list[Remembered], inputs: list[Memo
 async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> Memory:
     """Steps 4, 6 and 7 for an update's ``fields`` (``MemoryPatch.changes``): new content is
     embedded again and gets topics and a fact type again (among the existing topics)."""
+    if "content" in fields or "occurred_at" in fields:
+        current = await ctx.store.get(memory_id)
+        said = fields.get("occurred_at", current.occurred_at) or current.created_at
+        fields.update(_event_columns(fields.get("content", current.content), said))
     if "content" in fields:
         try:
             [fields["embedding"]] = await embed_texts(

@@ -137,6 +137,43 @@ class MaintenanceQueries(StorePart):
             )
             return cur.rowcount
 
+    # -- event times (migration 0014) -----------------------------------------------------------
+
+    async def event_time_backlog(self, after: UUID | None, batch: int) -> list[tuple[UUID, str, datetime]]:
+        """Up to ``batch`` memories without an event time, by id after ``after``: (id, content,
+        when it was said)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, content, coalesce(occurred_at, created_at) FROM memories"
+                " WHERE event_start IS NULL AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)"
+                " ORDER BY id LIMIT %(batch)s",
+                {"after": after, "batch": batch},
+            )
+            return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def count_event_time_backlog(self, after: UUID | None) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM memories"
+                " WHERE event_start IS NULL AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)",
+                {"after": after},
+            )
+            count: int = (await one_row(cur))[0]
+            return count
+
+    async def set_event_times(self, rows: list[tuple[UUID, datetime, datetime]]) -> int:
+        """Set (id, event_start, event_end) where a memory still has none; returns how many."""
+        if not rows:
+            return 0
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "UPDATE memories m SET event_start = v.s, event_end = v.e"
+                " FROM unnest(%s::uuid[], %s::timestamptz[], %s::timestamptz[]) AS v(id, s, e)"
+                " WHERE m.id = v.id AND m.event_start IS NULL",
+                ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+            )
+            return cur.rowcount
+
     # -- merge ----------------------------------------------------------------------------------
 
     async def set_setting(self, key: str, value: str) -> None:

@@ -90,6 +90,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("superseded_by"),
     Column("valid_until"),
     Column("conflicts_with", decode=_tuple_or_none),
+    # The time the content names, resolved at write time (time/events.py); migration 0014.
+    Column("event_start", "timestamptz", updatable=True),
+    Column("event_end", "timestamptz", updatable=True),
 )
 
 READ = tuple(c for c in COLUMNS if c.read)

@@ -367,21 +367,28 @@ class SearchQueries(StorePart):
         bounds: KeywordBounds = KeywordBounds(),
     ) -> tuple[list[Hit], int]:
         """The temporal arm's read: memories whose ``occurred_at`` falls in any of ``ranges``
-        (``(start, end)``, start inclusive, end exclusive, ``None`` open) among those ``filters``
-        admits, at most ``max_scan`` of them (the latest) read through the (project, occurred_at)
-        index, scored exactly by cosine to ``embedding`` and BM25 of ``text``; returns the best ``k`` by cosine + BM25 / best BM25
+        (``(start, end)``, start inclusive, end exclusive, ``None`` open), or whose event time
+        (migration 0014) overlaps one, among those ``filters`` admits, at most ``max_scan`` of them
+        (the latest) read through the (project, occurred_at) and event-time indexes, scored exactly by cosine to ``embedding`` and BM25 of ``text``; returns the best ``k`` by cosine + BM25 / best BM25
         in the range, and how many were scanned."""
         where, params = self._where(filters, text, bounds)
         clauses = []
         for i, (start, end) in enumerate(ranges):
-            parts = []
+            parts = ["m.occurred_at IS NOT NULL"]
             if start is not None:
                 parts.append(f"m.occurred_at >= %(start{i})s")
                 params[f"start{i}"] = start
             if end is not None:
                 parts.append(f"m.occurred_at < %(end{i})s")
                 params[f"end{i}"] = end
-            clauses.append("(" + " AND ".join(parts or ["TRUE"]) + ")")
+            # The event-time index's expression, so the planner can use it.
+            event = (
+                "(m.event_start IS NOT NULL AND tstzrange(m.event_start, m.event_end)"
+                f" && tstzrange(%(start{i})s::timestamptz, %(end{i})s::timestamptz))"
+            )
+            params.setdefault(f"start{i}", None)
+            params.setdefault(f"end{i}", None)
+            clauses.append("((" + " AND ".join(parts) + f") OR {event})")
         if not clauses:
             return [], 0
         if embedding is not None:
@@ -393,8 +400,8 @@ class SearchQueries(StorePart):
         sql = (
             f"WITH {QUERY_CTES},"
             f" inr AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
-            f" AND m.occurred_at IS NOT NULL AND ({' OR '.join(clauses)})"
-            f" ORDER BY m.occurred_at DESC LIMIT {int(max_scan)}),"
+            f" AND ({' OR '.join(clauses)})"
+            f" ORDER BY coalesce(m.event_start, m.occurred_at) DESC LIMIT {int(max_scan)}),"
             f" scored AS (SELECT m.id, {cosine} AS vector_score,"
             f" CASE WHEN m.tsv @@ qidf.tq THEN {BM25} ELSE 0 END AS keyword_score"
             f" FROM inr JOIN memories m ON m.id = inr.id CROSS JOIN qidf),"

@@ -1,5 +1,6 @@
 """The temporal retrieval arm (stage 4): when the question names a time ("last week", "in June",
-"the day after the launch"), the memories whose ``occurred_at`` falls in it.
+"the day after the launch"), the memories whose ``occurred_at`` falls in it, or whose event time
+(the time their content names, ``time/events.py``) overlaps it.
 
 The ranges come from the intent stage (``Intent.time_ranges``, parsed by ``pipeline/time/parser.py``
 relative to the recall's ``reference_time``), or from the question itself when intent analysis
@@ -195,7 +196,7 @@ async def run(ctx: TemporalContext, query: Query, found: Found) -> list[tuple[Me
     boosted = [
         m
         for key, m in found.memories.items()
-        if key not in own and key not in anchors and any(r.contains(m.occurred_at) for r in resolved)
+        if key not in own and key not in anchors and any(m.happened_in(r.start, r.end) for r in resolved)
     ]
 
     def similarity(m: Memory) -> float:

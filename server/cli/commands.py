@@ -26,7 +26,10 @@ from memlane.server.version import VERSION
 
 # Fields an export line carries that import recomputes or ignores.
 # ``topics`` are assigned again on import (the importing store's own topics); fact_type is kept.
-EXPORT_ONLY = {"id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics"}
+# So are event times: the importing store resolves them again from the content and occurred_at.
+EXPORT_ONLY = {
+    "id", "created_at", "updated_at", "access_count", "last_accessed_at", "score", "topics", "event_start", "event_end"
+}  # fmt: skip
 # Which memory replaced which, by the export's ids: set again between the imported memories.
 SUPERSESSION = ("superseded_by", "valid_until", "conflicts_with")
 

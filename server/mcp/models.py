@@ -15,7 +15,7 @@ from memlane.pipeline.records import Memory, Remembered, Replaced
 
 def _drop_absent(self, handler):
     data = handler(self)
-    for name in ("redacted", "superseded_by", "valid_until", "conflicts_with"):
+    for name in ("redacted", "superseded_by", "valid_until", "conflicts_with", "event_start", "event_end"):
         if name in data and data[name] is None:
             data.pop(name)
     return data
@@ -49,6 +49,14 @@ class MemoryOut(BaseModel):
     conflicts_with: list[str] | SkipJsonSchema[None] = Field(
         default=None,
         description="Present when it contradicts other memories and nothing says which is right.",
+    )
+    event_start: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description='Present when its content names a time ("yesterday", "last month"): its start, '
+        "resolved against occurred_at.",
+    )
+    event_end: str | SkipJsonSchema[None] = Field(
+        default=None, description="Present with event_start: the end of that time (exclusive)."
     )
 
     _serialize = model_serializer(mode="wrap")(_drop_absent)
@@ -185,6 +193,11 @@ class MemoryView(BaseModel):
     )
     content: str
     date: str = Field(description="When it happened (occurred_at), else when it was stored: YYYY-MM-DD.")
+    event: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description='The time its content names ("yesterday", "last month") when another day than '
+        "date: YYYY-MM-DD, or a span YYYY-MM-DD..YYYY-MM-DD.",
+    )
     category: str | SkipJsonSchema[None] = None
     tags: list[str] | SkipJsonSchema[None] = None
     pinned: bool | SkipJsonSchema[None] = Field(default=None, description="Present (true) only when pinned.")

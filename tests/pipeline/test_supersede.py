@@ -359,6 +359,7 @@ def test_same_fact_is_one_subject_and_one_attribute(a, b, same):
         ("Where does Priya work?", "priya"),
         ("What pet does Luca have?", "luca"),
         ("What car do I drive?", "i"),
+        ("What did we do last week?", None),
         ("Where does Priya's husband work?", None),
         ("What is the release cadence?", None),
     ],
