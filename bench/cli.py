@@ -273,6 +273,24 @@ def _benchmarks(b: argparse.ArgumentParser) -> None:
     _common(p, plot=False)
 
     p = bs.add_parser(
+        "beam",
+        help="retrieval recall@k per ability on long coding-assistant chats (BEAM; ../shared/beam)",
+        description="Stores every turn of each conversation through the remember tool's code (one "
+        "project per conversation), asks its questions with the recall tool's arguments (limit 20), "
+        "and reports R@1/5/10/20 per ability, knowledge updates answered current first and "
+        "contradictions with both sides. The protocol: docs/benchmarks.md.",
+    )
+    p.set_defaults(bench_run=_beam)
+    p.add_argument("data", metavar="DATA", help="a folder of conversations: N/chat.json and N/questions.json")
+    p.add_argument(
+        "--json",
+        metavar="OUT",
+        help="write the JSON report here (the committed one: bench/results/beam.json)",
+    )
+    p.add_argument("--markdown", metavar="OUT", help="write the Markdown tables here")
+    _store_args(p)
+
+    p = bs.add_parser(
         "updates",
         help="facts that change: is the current value recalled first, the old one still found, and "
         "what gets superseded (bench/data/updates.json)",
@@ -369,6 +387,22 @@ def _locomo(args, settings) -> int:
         )
     )
     _write(result, report.locomo_markdown(result), args, report.locomo_plot)
+    return 0
+
+
+def _beam(args, settings) -> int:
+    from memlane.bench import beam
+
+    data = Path(args.data)
+    if not data.is_dir():
+        print(f"memlane bench beam: {data} is not a folder of conversations (N/chat.json)", file=sys.stderr)
+        return 2
+    try:
+        result = aio.run(beam.run(settings, data, show_progress=not args.quiet))
+    except ValueError as e:  # a conversation file that cannot be read
+        print(f"memlane bench beam: {e}", file=sys.stderr)
+        return 2
+    _write(result, beam.markdown(result), args)
     return 0
 
 

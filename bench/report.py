@@ -437,6 +437,7 @@ RENDERERS = {
     "topics": ("memlane.bench.topicsbench", "markdown"),
     "backup": ("memlane.bench.backupbench", "markdown"),
     "updates": ("memlane.bench.updates", "markdown"),
+    "beam": ("memlane.bench.beam", "markdown"),
 }
 VIEWS = ("full", "summary")
 

@@ -398,6 +398,19 @@ class RecallConfig(Section):
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009 use 60)."
     )
+    directives_max: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Standing instructions and preferences a recall adds where they apply (0: none).",
+    )
+    directive_min_similarity: float = Field(
+        default=0.4,
+        ge=-1.0,
+        le=1.0,
+        description="An instruction or preference applies to a request when the cosine of the request "
+        'to its text, or to its condition ("when I ask about ..."), is at least this.',
+    )
     min_similarity: float = Field(
         default=0.1,
         ge=-1.0,

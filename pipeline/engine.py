@@ -35,6 +35,10 @@ from memlane.pipeline.store import Store, replicas
 log = logging.getLogger(__name__)
 
 
+# What the instructions resource lists at most: a client loads it whole into a chat's context.
+INSTRUCTIONS_LISTED = 50
+
+
 class Engine:
     """``runtime``: what it runs on, built from ``config`` (``embedder`` and ``llm`` replace the
     configured embedding model and default LLM provider). ``open`` and ``close`` are the
@@ -310,6 +314,13 @@ class Engine:
         if scope is not None:  # LLM usage and cache size count every caller's recalls
             s["llm"] = {k: val for k, val in s["llm"].items() if k not in ("usage", "cache_entries")}
         return s
+
+    async def instructions(self, project: Any, *, principal: Principal | None = None) -> list[Memory]:
+        """The project's current standing instructions and preferences, newest first (at most
+        ``INSTRUCTIONS_LISTED``); ``principal`` must be allowed the project."""
+        name = v.project_name(project, self.config.default_project)
+        access.check(principal, name)
+        return [m for m, _ in await self.store.directives((name,), None, INSTRUCTIONS_LISTED)]
 
     async def category_summaries(
         self, project: Any, *, principal: Principal | None = None

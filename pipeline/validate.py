@@ -16,7 +16,11 @@ PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3
 # Nesting deeper than this is refused: Python's JSON encoder (and so every reader of the memory)
 # runs out of stack near 1000 levels, and no real metadata comes near 100.
 METADATA_MAX_DEPTH = 100
-FACT_TYPES = ("world", "experience", "opinion")  # remember/facttypes.py says what each means
+FACT_TYPES = ("world", "experience", "opinion", "instruction", "preference")
+DIRECTIVE_TYPES = (
+    "instruction",
+    "preference",
+)  # what recall adds where it applies  # remember/facttypes.py says what each means
 
 
 def parse_datetime(value: Any, field: str) -> datetime | None:

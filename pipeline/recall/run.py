@@ -9,7 +9,7 @@
 | 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); a turn next to a kept one that the graph reached; then a relative floor; else dropped; for a question that is only a time, its range first |
-| 8 | scoring adjustments | adjust.py, current.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a person's own facts, a newer statement of one fact and a superseded memory's successor above the older, unless the question is about the past |
+| 8 | scoring adjustments | adjust.py, current.py, directives.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a person's own facts, a newer statement of one fact and a superseded memory's successor above the older, unless the question is about the past; then a user's statement above the assistant's reply that echoes it; then an overview or order question's first answers spread over the days (time order for an order); then the standing instructions and preferences that apply, after the first answers |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its
@@ -40,7 +40,10 @@ from memlane.pipeline.providers.embedding import embed_texts_now
 from memlane.pipeline.recall import (
     adjust,
     assemble,
+    coverage,
     current,
+    directives,
+    echoes,
     fuse,
     hyde,
     intent,
@@ -69,22 +72,34 @@ def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Can
 
 
 async def _adjustments(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
-    """Stage 8: the scoring factors, then what is current first (current.py), whose trace is
-    the stage's ``current`` detail."""
+    """Stage 8: the scoring factors, then what is current first (current.py), a user's
+    statement above the reply that echoes it (echoes.py), an overview question's spread over days
+    (coverage.py) and the instructions and preferences that apply
+    (directives.py), whose traces are the stage's ``current``, ``echoes``, ``coverage`` and ``directives``
+    details. A part that fails leaves the order it was given."""
     step = await adjust.adjust(ctx, candidates)
-    if not ctx.request.ablation.adjustments or not step.value:
+    if not ctx.request.ablation.adjustments:
         return step
-    try:
-        now = await current.current_first(ctx, step.value)
-    except Exception as e:  # noqa: BLE001 - the factors' order stands
-        log.warning("recall: what is current was not checked: %s", type(e).__name__)
-        step.detail["current"] = f"degraded: {type(e).__name__}"
-        return step
-    step.detail["current"] = now.detail if now.status == "ran" else now.status
-    if now.status == "ran":
-        step.value = now.value
-        if step.status.startswith("skipped"):
-            step.status = "ran"
+    parts = (
+        ("current", current.current_first),
+        ("echoes", echoes.statements_first),
+        ("coverage", coverage.spread),
+        ("directives", directives.apply),
+    )
+    for name, part in parts:
+        if name != "directives" and not step.value:
+            continue
+        try:
+            done = await part(ctx, step.value)
+        except Exception as e:  # noqa: BLE001 - the order so far stands
+            log.warning("recall: %s not checked: %s", name, type(e).__name__)
+            step.detail[name] = f"degraded: {type(e).__name__}"
+            continue
+        step.detail[name] = done.detail if done.status == "ran" else done.status
+        if done.status == "ran":
+            step.value = done.value
+            if step.status.startswith("skipped"):
+                step.status = "ran"
     return step
 
 

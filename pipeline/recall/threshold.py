@@ -25,7 +25,10 @@ and was dropped.
 
 A candidate in the time range the question names (the temporal arm, ``pipeline/time/arm.py``)
 that matches a keyword of the question or shares an informative word with it is kept with a cosine
-of at least ``recall.min_similarity``. A question that is only a time is one whose informative
+of at least ``recall.min_similarity``; and when nothing else is kept, every candidate in the range
+that matches a keyword is, whatever its cosine (a short question with a date in it has a weak cosine
+with the very memory it asks for: "what incidents did we have in May 2024?" and "Incident: the
+payment webhook timed out" had 0.09), so such a question is never answered with nothing. A question that is only a time is one whose informative
 words, once its time expressions are removed, are only words for "whatever happened" ("what
 happened last week?", "what went wrong in April?", "what did I do the first week of April?",
 "anything new?"): every candidate in its range is kept, whatever its cosine, so it is never
@@ -186,6 +189,11 @@ def apply_floor(candidates: list[Candidate], cfg: RecallConfig, query: str = "")
             # has to clear min_similarity (checked above when no keyword matched).
             if sim >= cfg.min_similarity * scale:
                 kept.append(c)
+    if not kept:
+        # In the time range the question names and matching its words: the answer itself ("what
+        # incidents did we have in May 2024?": "Incident: ..." of 14 May, a cosine of 0.09 with a
+        # short question that has a date in it). A result is never emptied while it has one.
+        kept = [c for c in candidates if _in_range(c) and c.arm_scores.get("keyword", 0.0) > 0]
     kept = _with_context(candidates, kept, cfg)
     if kept and cfg.relative_floor > 0:
         best = max(c.score for c in kept)

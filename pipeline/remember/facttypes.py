@@ -3,10 +3,20 @@
 - ``world``: a fact about the world or about others ("Bob's birthday is on 14 July"),
 - ``experience``: something the user or the assistant did or went through ("I fixed the slow
   query", "we rolled back release 4.2"),
-- ``opinion``: a preference, belief or judgement, whoever holds it ("I prefer oat milk", "Alice
-  prefers raw SQL", "blue-green deploys are the safest way").
+- ``opinion``: a belief or judgement, whoever holds it ("Alice prefers raw SQL", "blue-green
+  deploys are the safest way");
+- ``instruction``: how the user wants things done, standing ("Always include version numbers when I
+  ask about dependencies", "never use semicolons", "from now on, answer in French");
+- ``preference``: the user's own preference ("I prefer simple, minimal dependencies", "I'd rather
+  have tabs").
 
-The offline classifier reads cues, in this order: a first-person opinion verb ("I think", "I
+Instructions and preferences are what recall adds to a request they apply to even when they share
+few words with it (``recall/directives.py``), marked ``kind: "instruction"``.
+
+The offline classifier reads cues, in this order: a standing instruction (a sentence that opens with
+"always", "never", "from now on", "by default" ..., or asks for something "when I ask
+about" a topic) and a first-person preference ("I prefer", "I'd rather"), neither in an
+assistant's words; a first-person opinion verb ("I think", "I
 prefer", "we love") makes an opinion; a first-person subject ("I", "we", "the user", "the
 assistant", a leading "User:" speaker) with a past-tense action verb makes an experience; any other
 opinion marker ("prefers", "should", "best", "worst", "overrated") makes an opinion; everything
@@ -51,8 +61,40 @@ _OPINION_MARKERS = re.compile(
 )
 
 
+# A standing instruction: a sentence that opens with one of these, then a verb-like word.
+_INSTRUCTION = re.compile(
+    r"(?:^|[.!?\n]\s*)(?:please\s+)?(?:always|never|don't ever|from now on,?|going forward,?|"
+    r"in (?:the )?future,?|by default,?)\s+(?!mind\b)[a-z]",
+    re.I,
+)
+# ... or one that says when it applies ("... when I ask about implementation details").
+_WHEN_I_ASK = re.compile(r"\bwhen(?:ever)? I ask (?:you )?(?:about|for|how|to)\b", re.I)
+_PREFERENCE = re.compile(
+    r"\bI(?:'d|’d| would)? (?:really |generally |usually |strongly |much )?(?:prefer|rather)\b"
+    r"|\bmy preference\b",
+    re.I,
+)
+_ASSISTANT = re.compile(r"^\s*(assistant|ai)\s*:", re.I)
+
+
+def directive(text: str) -> str | None:
+    """``instruction`` or ``preference`` when ``text`` says how its speaker wants things done,
+    else None. An assistant's words are none: it restates what it was asked."""
+    if _ASSISTANT.match(text):
+        return None
+    body = _SPEAKER.sub("", text)
+    if _WHEN_I_ASK.search(body) or _INSTRUCTION.search(body):
+        return "instruction"
+    if _PREFERENCE.search(body):
+        return "preference"
+    return None
+
+
 def classify(text: str) -> str:
     """The fact type of one memory, from cues in its words (see the module docstring)."""
+    found = directive(text)
+    if found is not None:
+        return found
     body = _SPEAKER.sub("", text)
     if _OPINION_VERB.search(body):
         return "opinion"

@@ -355,6 +355,30 @@ class SearchQueries(StorePart):
             for r in rows
         ]
 
+    async def directives(
+        self, projects: tuple[str, ...], embedding: list[float] | None, limit: int
+    ) -> list[tuple[Memory, float | None]]:
+        """The current standing instructions and preferences of ``projects`` (fact types
+        ``instruction``, ``preference``; migration 0015's index), with their cosine to ``embedding``
+        (None without one): the closest first, at most ``limit``; without an embedding the newest."""
+        params: dict[str, Any] = {"projects": list(projects), "limit": int(limit)}
+        if embedding is not None:
+            params["emb"] = np.asarray(embedding, dtype=np.float32)
+            cosine, order = "1 - (m.embedding <=> %(emb)b)", "sim DESC NULLS LAST, m.id"
+        else:
+            cosine, order = "NULL::float8", "m.created_at DESC, m.id"
+        sql = (
+            "WITH d AS MATERIALIZED (SELECT id FROM memories WHERE project = ANY(%(projects)s)"
+            " AND fact_type IN ('instruction', 'preference') AND superseded_by IS NULL"
+            " AND (expires_at IS NULL OR expires_at > now()))"
+            f" SELECT {M_MEMORY_COLUMNS}, {ACCESS_COLUMNS}, {cosine} AS sim FROM d"
+            f" JOIN memories m ON m.id = d.id {ACCESS_JOIN} ORDER BY {order} LIMIT %(limit)s"
+        )
+        async with self._connection() as conn:
+            cur = await conn.cursor(row_factory=dict_row).execute(sql, params, binary=True)
+            rows = await cur.fetchall()
+        return [(row_to_memory(r), None if r["sim"] is None else float(r["sim"])) for r in rows]
+
     async def in_range(
         self,
         *,

@@ -130,4 +130,12 @@ def build_server(
         description="A project's categories with their memory counts, key terms and summaries.",
         mime_type="application/json",
     )(resources.categories)
+    server.resource(
+        "memlane://projects/{project}/instructions",
+        name="instructions",
+        title="Standing instructions of a project",
+        description='The user\'s standing instructions and preferences for a project ("always ...", '
+        '"I prefer ..."), newest first: load them as context at the start of a chat.',
+        mime_type="application/json",
+    )(resources.instructions)
     return server, state

@@ -37,7 +37,8 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     topics: list[str] | None = Field(default=None, description="Best first; null until assigned.")
     fact_type: str | None = Field(
-        default=None, description="world, experience or opinion; null until assigned."
+        default=None,
+        description="world, experience, opinion, instruction or preference; null until assigned.",
     )
     superseded_by: str | SkipJsonSchema[None] = Field(
         default=None,
@@ -213,7 +214,13 @@ class MemoryView(BaseModel):
     )
     fact_type: str | SkipJsonSchema[None] = Field(
         default=None,
-        description="experience or opinion; left out for world (a fact about the world or others).",
+        description="experience, opinion, instruction or preference; left out for world (a fact about "
+        "the world or others).",
+    )
+    kind: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description='"instruction": a standing instruction or preference of the user that applies to '
+        "this request: follow it in the answer.",
     )
     score: float | SkipJsonSchema[None] = Field(
         default=None, description="Final relevance, higher is better (explain=true only)."

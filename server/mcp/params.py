@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-FactTypeName = Literal["world", "experience", "opinion"]
+FactTypeName = Literal["world", "experience", "opinion", "instruction", "preference"]
 
 # -- shared by several tools ----------------------------------------------------------------------
 
@@ -45,7 +45,9 @@ FactType = Annotated[
     FactTypeName | None,
     Field(
         description="world: a fact about the world or others; experience: something the user or you "
-        "did or went through; opinion: a preference, belief or judgement. Omitted: classified."
+        "did or went through; opinion: a belief or judgement; instruction: how the user wants things "
+        'done, standing ("always ..."); preference: the user\'s own preference ("I prefer ..."). '
+        "Omitted: classified."
     ),
 ]
 
@@ -118,7 +120,9 @@ OnlyTopics = Annotated[
 ]
 OnlyFactTypes = Annotated[
     list[FactTypeName] | None,
-    Field(description="Only memories of these fact types (world, experience, opinion)."),
+    Field(
+        description="Only memories of these fact types (world, experience, opinion, instruction, preference)."
+    ),
 ]
 Explain = Annotated[
     bool,

@@ -1,4 +1,5 @@
-"""The two resources: ``memlane://stats`` and ``memlane://projects/{project}/categories``.
+"""The resources: ``memlane://stats``, ``memlane://projects/{project}/categories`` and
+``memlane://projects/{project}/instructions``.
 
 Their errors reach the client as resource errors (a tool's would be a tool result with isError).
 """
@@ -29,6 +30,31 @@ async def stats(state: State) -> str:
         raise ResourceError(str(tool_error(e))) from None
     data["server_version"] = VERSION
     return json.dumps(data, sort_keys=True)
+
+
+async def instructions(project: str, ctx: Context) -> str:
+    """A project's standing instructions and preferences, newest first: what a client loads as
+    context at the start of a chat."""
+    try:
+        state = state_of(ctx)
+        who = state.caller()
+        eng = await state.ready()
+        project = unquote(project)  # the URI's segment, percent-decoded
+        found = await eng.instructions(project, principal=who)
+    except ToolError as e:
+        raise ResourceError(str(e)) from None
+    except MemlaneError as e:  # in a tool's words ("not allowed: ...")
+        raise ResourceError(str(tool_error(e))) from None
+    items = [
+        {
+            "id": str(m.id),
+            "content": m.content,
+            "kind": m.fact_type,
+            "date": (m.occurred_at or m.created_at).date().isoformat(),
+        }
+        for m in found
+    ]
+    return json.dumps({"project": project, "instructions": items}, ensure_ascii=False)
 
 
 async def categories(project: str, ctx: Context) -> str:

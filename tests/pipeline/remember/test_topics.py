@@ -76,7 +76,8 @@ def test_offline_accuracy_on_the_labelled_sets_is_above_the_measured_floor(embed
         ("User: we fixed the login bug yesterday.", "experience"),
         ("The assistant visited the staging dashboard and found the alert.", "experience"),
         ("I think tabs are better than spaces.", "opinion"),
-        ("I prefer short meetings.", "opinion"),
+        ("I prefer short meetings.", "preference"),
+        ("I think short meetings work better.", "opinion"),
         ("Alice hates long meetings.", "opinion"),
         ("We should keep the API versioned.", "opinion"),
         ("Postgres is the best choice here.", "opinion"),
@@ -413,7 +414,7 @@ async def test_an_older_store_gets_topics_from_maintain_and_a_second_run_does_no
             orders.topics[0] == "database" and orders.category == "database" and orders.fact_type == "world"
         )
         assert fixed.fact_type == "experience" and fixed.topics
-        assert milk.category == "drinks" and milk.fact_type == "opinion"  # the old category stays
+        assert milk.category == "drinks" and milk.fact_type == "preference"  # the old category stays
         [again] = await maintain.maintain(eng, ["summaries"])
         assert again.summary == {
             "assigned_topics": 0,

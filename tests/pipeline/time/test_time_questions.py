@@ -108,3 +108,23 @@ async def test_a_question_that_is_only_a_time_gets_that_time_first_and_never_not
     got = chosen(res)
     assert got, f"{question!r} came back empty"
     assert set(got[: len(expected)]) == set(texts(expected)), got
+
+
+async def test_a_topic_in_a_time_range_is_never_dropped_for_its_weak_cosine(engine):
+    done = await engine.remember_many(
+        [
+            {
+                "content": "Incident: the payment webhook timed out for two hours",
+                "occurred_at": "2024-05-14",
+                "project": "ops",
+            },
+            {"content": "Lunch with Priya about the roadmap", "occurred_at": "2024-05-20", "project": "ops"},
+            {"content": "The user prefers dark mode", "occurred_at": "2024-01-10", "project": "ops"},
+        ]
+    )
+    for question in ("What incidents did we have in May?", "What incidents did we have in May 2024?"):
+        req = RecallQuery.parse(
+            engine.config, {"query": question, "project": "ops", "reference_time": "2024-12-01T00:00:00Z"}
+        )
+        res = await engine.recall(req.model_copy(update={"count_accesses": False}))
+        assert res.memories and res.memories[0][0].id == done[0].id, question

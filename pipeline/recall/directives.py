@@ -1,0 +1,121 @@
+"""After stage 8: the standing instructions and preferences that apply to the request.
+
+"Always format code snippets with syntax highlighting when I ask about implementation details"
+governs "How do I implement a login feature?", with which it shares almost no word; "I prefer
+simple, minimal dependencies" governs "What libraries should I use?". The arms rank such a memory
+low, so recall reads the project's current directives (fact types ``instruction`` and
+``preference``, ``remember/facttypes.py``; a partial index, migration 0015) on every request and
+judges each by the closer of two cosines to the question: its whole text's (the store computes it),
+and its condition's when it names one ("when I ask about implementation details": the condition is
+what the request must be about). Those at ``[recall] directive_min_similarity`` or above, at most
+``[recall] directives_max`` of them, best first, are brought in after the first
+``DIRECTIVES_AFTER`` candidates (or moved there when they rank lower), with the score of the
+candidate they follow: the client sees them within the token budget, marked ``kind:
+"instruction"`` (``render.py``). A question about the past or across projects is asked the same way.
+
+The condition's vector is embedded once per memory and kept in a small process cache (an edit
+changes the content, and with it the cache key).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.recall.context import RecallContext
+from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.records import Candidate
+
+# Directives read per request, the closest first: a project has few.
+READ = 16
+# Where the directives go: after the best answers, before the rest (the first page a client reads).
+DIRECTIVES_AFTER = 2
+_CONDITION = re.compile(
+    r"\bwhen(?:ever)? I ask (?:you )?(?:about|for|how to|how|to)\s+(.{3,200}?)(?:[.!?;]|->|,\s*(?:please|and)\b|$)",
+    re.I,
+)
+_CACHE: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_CACHE_SIZE = 4096
+
+
+def condition(content: str) -> str | None:
+    """What a request must be about for an instruction to apply ("implementation details"), or None."""
+    m = _CONDITION.search(content)
+    return m.group(1).strip() if m else None
+
+
+async def _condition_vectors(ctx: RecallContext, texts: dict[str, str]) -> dict[str, np.ndarray]:
+    """``{memory id: its condition's unit vector}``, from the cache or embedded now (one batch)."""
+    out: dict[str, np.ndarray] = {}
+    missing = {}
+    for mid, text in texts.items():
+        hit = _CACHE.get((mid, text))
+        if hit is not None:
+            _CACHE.move_to_end((mid, text))
+            out[mid] = hit
+        else:
+            missing[mid] = text
+    if missing:
+        vectors = await embed_texts(
+            ctx.embedder, list(missing.values()), ctx.config.embedding.embed_timeout_s
+        )
+        for (mid, text), vec in zip(missing.items(), vectors, strict=True):
+            v = np.asarray(vec, dtype=np.float32)
+            v = v / (np.linalg.norm(v) or 1.0)
+            out[mid] = _CACHE[(mid, text)] = v
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return out
+
+
+async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
+    cfg = ctx.config.recall
+    if cfg.directives_max <= 0:
+        return Step(candidates, status="skipped: [recall] directives_max = 0")
+    question = ctx.question_vector
+    if question is None:
+        return Step(candidates, status="skipped: the question was not embedded")
+    found = await ctx.store.directives(ctx.request.searched_projects, question, READ)
+    now = ctx.clock()
+    found = [(m, sim) for m, sim in found if ctx.request.filters.admits(m, now)]
+    if not found:
+        return Step(candidates, status="skipped: no instruction or preference in the project")
+    conditions = {str(m.id): c for m, _ in found if (c := condition(m.content))}
+    q = np.asarray(question, dtype=np.float32)
+    q = q / (np.linalg.norm(q) or 1.0)
+    vectors = await _condition_vectors(ctx, conditions) if conditions else {}
+    judged = []
+    for m, sim in found:
+        by_condition = float(vectors[str(m.id)] @ q) if str(m.id) in vectors else None
+        best = (
+            max(s for s in (sim, by_condition) if s is not None)
+            if (sim, by_condition) != (None, None)
+            else 0.0
+        )
+        judged.append((best, m))
+    chosen = sorted([(s, m) for s, m in judged if s >= cfg.directive_min_similarity], key=lambda p: -p[0])[
+        : cfg.directives_max
+    ]
+    detail: dict[str, Any] = {"read": len(found), "applies": [[str(m.id), round(s, 3)] for s, m in chosen]}
+    if not chosen:
+        return Step(candidates, detail=detail)
+    out = list(candidates)
+    at = min(DIRECTIVES_AFTER, len(out))
+    brought = 0
+    for _, m in reversed(chosen):  # the best ends up first
+        j = next((k for k, c in enumerate(out) if c.memory.id == m.id), None)
+        if j is not None and j <= at:
+            continue  # already among the first answers
+        if j is not None:
+            cand = out.pop(j)
+        else:
+            cand = Candidate(memory=m)
+            brought += 1
+        cand.score = max(cand.score, out[at - 1].score if at > 0 else cand.score)
+        out.insert(at, cand)
+    detail["brought_in"] = brought
+    return Step(out, detail=detail)
