@@ -122,7 +122,7 @@ def shape(value: Any) -> str:
     if isinstance(value, list):
         if not value:
             return "an empty JSON list"
-        return f"a JSON list of {shape(value[0]).removeprefix('a ')}s"
+        return f"a JSON list whose first item is {shape(value[0])}"
     return f"a JSON {type(value).__name__}"
 
 

@@ -5,9 +5,10 @@ the counts of what happened.
 
 Where a memory came from: its ``source`` (``<format>:<conversation id>`` for a conversation,
 ``<format>:<file name>`` for facts) and, for facts, ``imported_from`` and ``original_id`` in its
-metadata, where users see them. Nothing here reads them back: a second import of the same input
-adds nothing because memlane already refuses what it has (the same content at the same time in a
-project; and for ingest, a piece as close as ``filter.novelty_threshold`` to a stored one).
+metadata, where users see them (nothing reads the metadata back). A second import of the same
+input adds nothing: a fact is refused as memlane refuses any repeat (the same content at the same
+time in a project), and a conversation or document whose ``source`` memlane already has is skipped
+whole (ingest stores a conversation in one transaction, so one with memories is complete).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane.pipeline import validate as v
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.importers.records import Conversation, Document, Fact, Message, Record, Skip
@@ -41,6 +43,7 @@ class ImportReport:
     filtered: int = 0
     to_import: int = 0  # dry run: what would be handed to memlane
     conversations: int = 0
+    already_imported: int = 0  # conversations and documents whose source memlane has
     skipped: Counter[str] = field(default_factory=Counter)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -58,6 +61,8 @@ class ImportReport:
         )
         if self.conversations:
             out["conversations"] = self.conversations
+        if self.already_imported:
+            out["already_imported"] = self.already_imported
         if self.dry_run:
             out["dry_run"] = True
             out["to_import"] = self.to_import
@@ -111,8 +116,15 @@ class Importer:
         self.progress = progress
         self.pending: list[MemoryInput] = []
         self.seen: set[tuple[str, str]] = set()
+        self.done: set[str] = set()
 
     async def run(self, records: Iterable[Record]) -> ImportReport:
+        # The conversations and documents an earlier import ingested, by their sources: ingest
+        # stores a conversation's pieces in one transaction, so one that has memories is whole.
+        # Skipped as such rather than ingested again: novelty is a nearest-neighbour decision, and
+        # a piece found a duplicate once need not be found one by an approximate index later.
+        project = v.project_name(self.project, self.engine.config.default_project)
+        self.done = await self.engine.store.sources(project, f"{self.report.format}:")
         for rec in records:
             if isinstance(rec, Skip):
                 self.report.skipped[rec.reason] += rec.count
@@ -176,19 +188,31 @@ class Importer:
     async def conversation(self, conv: Conversation) -> None:
         self.report.read += len(conv.messages)
         self.report.conversations += 1
-        self.report.to_import += len(conv.messages)
-        if self.report.dry_run:
-            return
         for i, part in enumerate(self._parts(conv.messages)):
-            text = json.dumps([{"role": m.role, "content": m.text} for m in part], ensure_ascii=False)
             source = f"{self.report.format}:{conv.id}" + (f"#{i + 1}" if i else "")
-            await self._ingest(text, "conversation", source, conv.started, len(part))
+            if self._imported(source, len(part)):
+                continue
+            self.report.to_import += len(part)
+            if not self.report.dry_run:
+                text = json.dumps([{"role": m.role, "content": m.text} for m in part], ensure_ascii=False)
+                await self._ingest(text, "conversation", source, conv.started, len(part))
 
     async def document(self, doc: Document) -> None:
         self.report.read += 1
+        source = f"{self.report.format}:{doc.id}"
+        if self._imported(source, 1):
+            return
         self.report.to_import += 1
         if not self.report.dry_run:
-            await self._ingest(doc.text, "document", f"{self.report.format}:{doc.id}", doc.at, 1)
+            await self._ingest(doc.text, "document", source, doc.at, 1)
+
+    def _imported(self, source: str, n: int) -> bool:
+        """Whether an earlier import ingested ``source``: its ``n`` items count as duplicates."""
+        if source not in self.done:
+            return False
+        self.report.duplicate += n
+        self.report.already_imported += 1
+        return True
 
     async def _ingest(self, text: str, kind: str, source: str, at: Any, n: int) -> None:
         try:

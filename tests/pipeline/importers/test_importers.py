@@ -3,6 +3,7 @@ what its trap leaves out, that a second import adds nothing, and that recall fin
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -73,7 +74,7 @@ async def test_chatgpt_keeps_the_current_branch_and_the_custom_instructions_once
     assert turns and all(m.occurred_at is not None and m.occurred_at.year == 2026 for m in turns)
     assert any("Frankfurt" in c for c in await _top(engine, "where does the ClickHouse cluster run?", "gpt"))
     assert any("Mila" in c for c in await _top(engine, "which school does my daughter go to?", "gpt"))
-    assert second["duplicate"] >= first["stored"] - first["filtered"] - 1
+    assert second["duplicate"] == 13 and second["already_imported"] == 2  # every message and fact
 
 
 async def test_claude_code_merges_a_reply_and_leaves_out_thinking_tools_and_boilerplate(engine, tmp_path):
@@ -226,3 +227,41 @@ def test_a_file_of_another_format_says_what_was_expected_and_found(tmp_path):
         list(READERS["mcp-memory-service"].read(other))
     with pytest.raises(WrongFormat, match="expected JSONL lines"):
         list(READERS["server-memory"].read(mem0))
+
+
+async def test_chatgpt_split_export_files_are_read_from_their_folder(engine, tmp_path):
+    folder = tmp_path / "split"
+    folder.mkdir()
+    first, second = exports.chatgpt_conversations()
+    (folder / "conversations-000.json").write_text(json.dumps([first]))
+    (folder / "conversations-001.json").write_text(json.dumps([second]))
+    assert detect.detect(folder) == (
+        "chatgpt",
+        "2 conversations file(s) with message trees (mapping, current_node)",
+    )
+    report = await _import(engine, "chatgpt", folder, "split")
+    assert report["conversations"] == 2
+    assert any("Mila" in c for c in await _contents(engine, "split"))
+
+
+def test_a_claude_export_named_as_chatgpt_is_refused_with_its_shape(tmp_path):
+    folder = exports.write_claude(tmp_path / "claude")
+    with pytest.raises(WrongFormat) as e:
+        list(READERS["chatgpt"].read(folder / "conversations.json"))
+    assert "found a JSON list whose first item is a JSON object with keys account, chat_messages" in str(
+        e.value
+    )
+
+
+async def test_an_import_run_again_after_an_interruption_ingests_only_the_rest(engine, tmp_path):
+    whole = exports.chatgpt_conversations()
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "conversations.json").write_text(json.dumps(whole[:1]))
+    await _import(engine, "chatgpt", part, "resume")
+    before = len(await _contents(engine, "resume"))
+    full = exports.write_chatgpt(tmp_path / "full")
+    again = await _import(engine, "chatgpt", full, "resume")
+    assert again["already_imported"] == 1 and again["stored"] >= 1
+    after = await _contents(engine, "resume")
+    assert len(after) == before + again["stored"] and any("Mila" in c for c in after)
