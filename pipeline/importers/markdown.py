@@ -1,8 +1,9 @@
 """``markdown``: a folder of notes (an Obsidian vault, a docs folder) or one ``.md`` file.
 
 Front matter (between ``---`` lines at the top) gives the title, the tags (``tags`` or ``tag``; a
-list, a ``[a, b]`` list, or a comma- or space-separated string; a leading ``#`` dropped) and the
-date (``date``, ``created``, ``created_at``; else ``updated`` or ``modified``); a note without front
+list, a ``[a, b]`` list, or a comma- or space-separated string; a leading ``#`` dropped; and the
+body's inline ``#tags``) and the date (``date``, ``created``, ``created_at``; else ``updated`` or
+``modified``; ISO 8601 or a written date such as "March 2, 2026"); a note without front
 matter takes its title from its first ``#`` heading or its file name. Each heading starts a section,
 and each section is a memory "Title > Heading: text" (a section longer than one memory is ingested
 as a document). ``[[Note|alias]]`` wikilinks become the linked note's name in the text, so the
@@ -25,6 +26,8 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _EMBED = re.compile(r"!\[\[[^\]]*\]\]")
 _WIKILINK = re.compile(r"\[\[([^\]|#]*)(?:#[^\]|]*)?(?:\|([^\]]*))?\]\]")
 _DATE_KEYS = ("date", "created", "created_at", "updated", "modified")
+# An inline #tag (Obsidian's other spelling): after a space or at a line's start, not a heading.
+_INLINE_TAG = re.compile(r"(?<![\w#/&])#([A-Za-z][\w/-]*)")
 
 
 def notes(path: Path) -> list[Path]:
@@ -142,7 +145,8 @@ def _note(rel: str, stem: str, text: str) -> Iterator[Record]:
         else:
             sections[-1][1].append(line)
     title = title or stem
-    tags = _tags(meta)
+    inline = [t for line in body.splitlines() if not _HEADING.match(line) for t in _INLINE_TAG.findall(line)]
+    tags = tuple(dict.fromkeys([*_tags(meta), *inline]))
     stored = 0
     for i, (heading, lines) in enumerate(sections):
         body_text, linked = _links("\n".join(lines).strip())

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dateutil import parser as dateparser
+
 from memlane.pipeline.errors import InvalidInput
 
 
@@ -79,11 +81,14 @@ def when(value: Any) -> datetime | None:
         except (OverflowError, OSError, ValueError):
             return None
     if isinstance(value, str) and value.strip():
-        text = value.strip().replace("Z", "+00:00") if value.strip().endswith("Z") else value.strip()
+        text = value.strip()
         try:
-            dt = datetime.fromisoformat(text)
+            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
         except ValueError:
-            return None
+            try:  # "2026-03-02 10:00", "March 2, 2026", "2 Mar 2026": notes' front matter
+                dt = dateparser.parse(text)
+            except (ValueError, OverflowError):
+                return None
         return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
     return None
 

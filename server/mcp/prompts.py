@@ -9,6 +9,7 @@ response, and the message is memlane's (``tool_error``).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -84,7 +85,9 @@ async def recall_context(
 async def remember_conversation(ctx: Context, project: Project = None) -> str:
     """Asks the model to store this chat's durable facts, decisions and preferences with remember."""
     state = state_of(ctx)
-    return _message("remember_conversation", project=await _project(state, project), source="conversation")
+    # One source per use: the chat's facts form one sequence, apart from other chats' facts.
+    source = f"chat:{datetime.now(UTC).strftime('%Y-%m-%dT%H:%MZ')}"
+    return _message("remember_conversation", project=await _project(state, project), source=source)
 
 
 async def project_brief(ctx: Context, project: Project = None) -> str:

@@ -610,6 +610,11 @@ def write_vault(root: Path) -> Path:
     (root / "Inbox.md").write_text(
         "# Reading list\n\nFinish Designing Data-Intensive Applications before the June offsite.\n"
     )
+    (root / "Journal").mkdir(exist_ok=True)
+    (root / "Journal" / "Offsite.md").write_text(
+        "---\nTags: planning, offsite\nCreated: March 2, 2026\n---\n"
+        "The June offsite is in Scheveningen; book the train by May. #travel\n"
+    )
     return root
 
 

@@ -164,7 +164,11 @@ async def test_markdown_vault_with_and_without_front_matter(engine, tmp_path):
     ]
     assert decision.tags == ("project", "infra") and decision.metadata["links"] == ["Alice Chen"]
     assert decision.occurred_at is not None and decision.occurred_at.date().isoformat() == "2026-03-02"
+    offsite = stored["Offsite: The June offsite is in Scheveningen; book the train by May. #travel"]
+    assert offsite.tags == ("planning", "offsite", "travel")  # "Tags: a, b" and an inline #tag
+    assert offsite.occurred_at is not None and offsite.occurred_at.date().isoformat() == "2026-03-02"
     assert any("PostGIS" in c for c in await _top(engine, "which database holds the road graph?", "notes"))
+    assert any("Scheveningen" in c for c in await _top(engine, "where is the June offsite?", "notes"))
 
 
 async def test_claude_export_reads_blocks_attachments_projects_and_memories(engine, tmp_path):

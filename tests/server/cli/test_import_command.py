@@ -33,7 +33,7 @@ def test_auto_import_says_what_it_detected_and_a_second_run_adds_nothing(cli, tm
     code, out, _ = cli("import", str(vault), "--project", "notes")
     assert code == 0
     assert out.strip() == (
-        "imported markdown (a folder of 2 Markdown note(s) (an Obsidian vault)): read 4, stored 4, "
+        "imported markdown (a folder of 3 Markdown note(s) (an Obsidian vault)): read 5, stored 5, "
         "duplicate 0, filtered 0, skipped 2 (hidden or template folder 2)"
     )
     code, out, _ = cli("import", str(vault), "--project", "notes", "--from", "markdown", "--json")
@@ -41,9 +41,9 @@ def test_auto_import_says_what_it_detected_and_a_second_run_adds_nothing(cli, tm
     report = json.loads(out)
     assert report == {
         "format": "markdown",
-        "read": 4,
+        "read": 5,
         "stored": 0,
-        "duplicate": 4,
+        "duplicate": 5,
         "filtered": 0,
         "skipped": 2,
         "skipped_reasons": {"hidden or template folder": 2},

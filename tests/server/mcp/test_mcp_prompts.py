@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from mcp.types import PromptReference, ResourceTemplateReference
 from support.clients import call_ok
@@ -35,6 +37,7 @@ async def test_the_three_prompts_are_listed_and_render_their_templates(connect):
         got = await client.get_prompt("remember-conversation", {"project": "billing"})
         text = got.messages[0].content.text
         assert '"billing"' in text and "`remember`" in text and "One fact per call" in text
+        assert re.search(r'source\s+"chat:\d{4}-\d\d-\d\dT\d\d:\d\dZ"', text)
         got = await client.get_prompt("project-brief", {"project": "billing"})
         text = got.messages[0].content.text
         facts = text.split("\n<facts>\n")[1].split("</facts>")[0]
