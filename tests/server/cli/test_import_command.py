@@ -66,3 +66,18 @@ def test_a_file_that_is_not_the_format_named_is_refused(cli, tmp_path):
     assert code == 1 and out == ""
     assert "is not a chatgpt export: expected conversations.json" in err
     assert "found a JSON object with keys results" in err
+
+
+def test_memlane_jsonl_dry_run_validates_and_stores_nothing(cli, tmp_path):
+    ours = tmp_path / "ours.jsonl"
+    ours.write_text(
+        '{"content": "Erin runs the Thursday design review", "project": "dry2"}\n'
+        '{"content": "Frank is on call this week", "project": "dry2"}\n'
+    )
+    code, out, _ = cli("import", str(ours), "--dry-run", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["format"] == "memlane" and report["read"] == 2 and report["to_import"] == 2
+    assert report["stored"] == 0 and report["dry_run"] is True
+    code, out, _ = cli("recall", "who is on call?", "--project", "dry2", "--json")
+    assert code == 0 and json.loads(out)["memories"] == []
