@@ -247,6 +247,12 @@ def _benchmarks(b: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the JSON report here")
     p.add_argument("--markdown", metavar="OUT", help="write the Markdown table here")
 
+    p = bs.add_parser("import", help="memlane import --from chatgpt on a generated ChatGPT export, twice")
+    p.set_defaults(bench_run=_import)
+    p.add_argument("--messages", type=_positive, default=10000, help="messages in the export (default 10000)")
+    p.add_argument("--seed", type=int, default=7)
+    _common(p, plot=False)
+
     p = bs.add_parser("maintain", help="memlane maintain (purge, merge, vacuum) on a synthetic store")
     p.set_defaults(bench_run=_maintain)
     p.add_argument("--memories", type=int, default=10000, help="store size before planting (default 10000)")
@@ -568,6 +574,14 @@ def _maintain(args, settings) -> int:
         )
     )
     _write(result, maintainbench.markdown(result), args)
+    return 0
+
+
+def _import(args, settings) -> int:
+    from memlane.bench import importbench
+
+    result = aio.run(importbench.run(settings, args.messages, seed=args.seed, show_progress=not args.quiet))
+    _write(result, importbench.markdown(result), args)
     return 0
 
 

@@ -434,6 +434,7 @@ RENDERERS = {
     "llm": ("memlane.bench.llmbench", "markdown"),
     "load": ("memlane.bench.loadbench", "markdown"),
     "maintain": ("memlane.bench.maintainbench", "markdown"),
+    "import": ("memlane.bench.importbench", "markdown"),
     "topics": ("memlane.bench.topicsbench", "markdown"),
     "backup": ("memlane.bench.backupbench", "markdown"),
     "updates": ("memlane.bench.updates", "markdown"),

@@ -68,6 +68,19 @@ class Reads(StorePart):
             last = (rows[-1]["created_at"], rows[-1]["id"])
 
     @read_again_once
+    async def sources(self, project: str, prefix: str) -> set[str]:
+        """The distinct sources of ``project``'s memories that start with ``prefix`` (memlane import:
+        the conversations of an export already ingested), by the (project, source) index."""
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                f"SELECT DISTINCT source FROM memories WHERE {project_is('project', project)}"
+                " AND source LIKE %s",
+                (pattern,),
+            )
+            return {r[0] for r in await cur.fetchall()}
+
+    @read_again_once
     async def nearest_ids(self, project: str, embedding: list[float], k: int) -> list[UUID]:
         """A bare pgvector top-k on one project: the floor any vector recall must pay (bench)."""
         async with self._connection() as conn:

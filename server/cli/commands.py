@@ -199,11 +199,39 @@ def _read_jsonl(
 
 
 async def cmd_import(engine: Engine, args) -> int:
-    """Validates the whole file first (nothing is written if a line is bad), then writes in batches.
-    Memories are identified by project, content and occurred_at, so re-running the same file (after
-    an interruption, say) adds only what is missing."""
+    """``memlane import PATH [--from FORMAT]``: memlane's own JSONL (below) or another tool's export
+    (``pipeline/importers/``). A progress bar on a terminal; the one-line summary, or with --json
+    the counts, on stdout."""
+    from memlane.pipeline.importers import detect, run
+
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be at least 1")
+    fmt, found = args.source_format, None
+    if fmt == "auto":
+        fmt, found = ("memlane", "stdin") if args.file == "-" else detect.detect(Path(args.file))
+    if fmt == "memlane":
+        report = run.ImportReport("memlane", detected=found, dry_run=args.dry_run)
+        await _import_memlane(engine, args, report)
+    else:
+        from memlane.pipeline.importers import READERS
+
+        path = Path(args.file)
+        if not path.exists():
+            raise InvalidInput(f"{path} does not exist")
+        report = run.ImportReport(fmt, detected=found, dry_run=args.dry_run)
+        with _progress(None, f"importing {fmt}") as bar:
+            importer = run.Importer(
+                engine, report, source_name=path.name, project=args.project, progress=bar.update
+            )
+            await importer.run(READERS[fmt].read(path))
+    print(json.dumps(report.as_dict(), ensure_ascii=False) if args.json else report.line())
+    return 0
+
+
+async def _import_memlane(engine: Engine, args, report: Any) -> None:
+    """memlane's JSONL: validates the whole file first (nothing is written if a line is bad), then
+    writes in batches. Memories are identified by project, content and occurred_at, so re-running
+    the same file (after an interruption, say) adds only what is missing."""
     numbered, errors, marks = _read_jsonl(args.file, args.project)
     inputs: list[MemoryInput] = []
     for n, obj in numbered:
@@ -215,7 +243,9 @@ async def cmd_import(engine: Engine, args) -> int:
         shown = "\n  ".join(errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         raise InvalidInput(f"{args.file}: {len(errors)} bad line(s), nothing imported:\n  {shown}{more}")
-    created = duplicate = 0
+    report.read = report.to_import = len(inputs)
+    if args.dry_run:
+        return
     stored: list[UUID] = []
     redacted: dict[str, int] = {}
     for m in inputs:
@@ -223,14 +253,13 @@ async def cmd_import(engine: Engine, args) -> int:
             redacted[r["kind"]] = redacted.get(r["kind"], 0) + r["count"]
     with _progress(len(inputs), "importing") as bar:
         for i in range(0, len(inputs), args.batch_size):
-            batch = inputs[i : i + args.batch_size]
+            batch: list[MemoryInput | dict[str, Any]] = list(inputs[i : i + args.batch_size])
             results = await engine.remember_many(batch, chain=False)
             stored += [r.id for r in results]
             c = sum(1 for r in results if r.status == "created")
-            created += c
-            duplicate += len(results) - c
+            report.stored += c
+            report.duplicate += len(results) - c
             bar.update(len(batch))
-    out: dict[str, Any] = {"read": len(inputs), "created": created, "duplicate": duplicate}
     # The export's supersessions, between the memories as now stored (the detector may have decided
     # otherwise while importing: the exported decision, perhaps a user's, stands).
     new_id = {str(old): new for (old, _, _), new in zip(marks, stored, strict=True) if old is not None}
@@ -246,13 +275,11 @@ async def cmd_import(engine: Engine, args) -> int:
     for project, pairs in conflicts.items():
         await engine.store.mark_conflicts(project, pairs)
     if restored:
-        out["superseded"] = restored
+        report.extra["superseded"] = restored
     if conflicts:
-        out["conflicts"] = sum(len(p) for p in conflicts.values()) // 2
+        report.extra["conflicts"] = sum(len(p) for p in conflicts.values()) // 2
     if redacted:  # secrets replaced by placeholders ([remember] secrets)
-        out["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
-    print(json.dumps(out))
-    return 0
+        report.extra["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
 
 
 async def cmd_supersede(engine: Engine, args) -> int:

@@ -20,6 +20,19 @@ if TYPE_CHECKING:
 EXIT_USAGE, EXIT_ERROR = 2, 1
 # memlane setup's clients, as server/cli/clients.py names them (a test checks that they agree): here
 # so that building the parser does not import setup, which every `memlane serve` would pay for.
+# ``memlane import --from``: the readers of pipeline/importers/ (kept here so that building the
+# parser imports none of them; a test checks the two agree).
+IMPORT_FORMATS = (
+    "memlane",
+    "server-memory",
+    "chatgpt",
+    "claude",
+    "claude-code",
+    "mcp-memory-service",
+    "mem0",
+    "markdown",
+    "auto",
+)
 SETUP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
 # ``memlane bench``'s line in ``memlane --help`` (memlane.bench.cli.HELP; a test checks they agree).
 BENCH_HELP = "benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
@@ -126,11 +139,30 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(run=_on_engine(lambda c: c.cmd_unsupersede))
     s.add_argument("id", metavar="ID", help="id or handle of the superseded memory")
 
-    s = sub.add_parser("import", help="bulk-import memories from JSONL (resumable: nothing is added twice)")
+    s = sub.add_parser(
+        "import",
+        help="import memories from memlane's JSONL or another tool's export (docs/switching.md); "
+        "nothing is added twice",
+    )
     s.set_defaults(run=_on_engine(lambda c: c.cmd_import))
-    s.add_argument("file", help="JSONL, one memory object per line (the export format); '-' for stdin")
-    s.add_argument("--project", help="default project for lines without one")
-    s.add_argument("--batch-size", type=int, default=256)
+    s.add_argument(
+        "file",
+        metavar="PATH",
+        help="the export: a file or a folder (memlane's JSONL: '-' reads stdin)",
+    )
+    s.add_argument(
+        "--from",
+        dest="source_format",
+        default="auto",
+        choices=IMPORT_FORMATS,
+        metavar="FORMAT",
+        help=f"one of {', '.join(IMPORT_FORMATS)} (default auto: detected from the path and its content, "
+        "and said)",
+    )
+    s.add_argument("--project", help="the project to import into (memlane JSONL: for lines without one)")
+    s.add_argument("--dry-run", action="store_true", help="read and check everything, store nothing")
+    s.add_argument("--json", action="store_true", help="print the counts as JSON")
+    s.add_argument("--batch-size", type=int, default=256, help="memlane JSONL: memories per transaction")
 
     s = sub.add_parser("export", help="write every memory as JSONL (round-trips through import)")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_export))

@@ -17,7 +17,7 @@ from mcp.types import ToolAnnotations
 
 from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import HttpAuth
-from memlane.server.mcp import resources, tools
+from memlane.server.mcp import prompts, resources, tools
 from memlane.server.mcp.state import State
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
@@ -138,4 +138,7 @@ def build_server(
         '"I prefer ..."), newest first: load them as context at the start of a chat.',
         mime_type="application/json",
     )(resources.instructions)
+    for name, fn, title in prompts.PROMPTS:
+        server.prompt(name=name, title=title, description=fn.__doc__)(fn)
+    server.completion()(prompts.completer(state))
     return server, state

@@ -263,8 +263,8 @@ def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_
     assert any(line.get("superseded_by") == new["id"] for line in lines)
     copied = tmp_path / "copy.jsonl"
     copied.write_text("".join(json.dumps({**line, "project": "copy"}) + "\n" for line in lines))
-    report = run("import", str(copied))
-    assert report["created"] == 2 and report["superseded"] == 1
+    report = run("import", str(copied), "--json")
+    assert report["stored"] == 2 and report["superseded"] == 1
     found = run(
         "recall", "standup room", "--project", "copy", "--json", "--include-history", "--as-of", "2999-01-01"
     )

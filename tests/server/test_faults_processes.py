@@ -175,10 +175,11 @@ def test_import_killed_mid_file_leaves_whole_batches_and_a_rerun_completes_it_wi
     print(f"\nkilled after {n} of {IMPORT_LINES} lines were stored")
     assert 200 <= n < IMPORT_LINES and n % 50 == 0, f"{n}: not whole batches of 50"
 
-    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout.strip().splitlines()[-1])
-    assert summary == {"read": IMPORT_LINES, "created": IMPORT_LINES - n, "duplicate": n}
+    counts = {k: summary[k] for k in ("read", "stored", "duplicate", "skipped")}
+    assert counts == {"read": IMPORT_LINES, "stored": IMPORT_LINES - n, "duplicate": n, "skipped": 0}
     assert assert_consistent(dsn) == IMPORT_LINES
     with psycopg.connect(dsn) as conn:
         lines = conn.execute("SELECT (metadata->>'line')::int FROM memories").fetchall()

@@ -269,10 +269,10 @@ def test_the_cli_and_import_redact_and_refuse_mode_stores_nothing(database_url, 
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    r = run("import", str(src))
+    r = run("import", str(src), "--json")
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout.splitlines()[-1])
-    assert summary["created"] == 2
+    assert summary["stored"] == 2
     assert summary["redacted"] == [{"kind": "jwt", "count": 1}, {"kind": "slack_token", "count": 1}]
     assert_clean("the table after the CLI and import", table_dump(database_url))
 

@@ -351,12 +351,16 @@ def test_cli_remember_recall_export_and_import_twice_adds_nothing(
 
     # Into a fresh database: the first import creates, the second adds nothing.
     fresh = server_env(tmp_path / "unused", MEMLANE_DATABASE__URL=database_url)
+    counts = ("read", "stored", "duplicate", "filtered", "skipped")
+    r = run_memlane("import", str(export_file), "--json", env=fresh)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["format"] == "memlane" and "JSONL export" in report["detected"]
+    assert [report[k] for k in counts] == [1, 1, 0, 0, 0]
     r = run_memlane("import", str(export_file), env=fresh)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"read": 1, "created": 1, "duplicate": 0}
-    r = run_memlane("import", str(export_file), env=fresh)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"read": 1, "created": 0, "duplicate": 1}
+    assert r.stdout.strip().splitlines()[-1].startswith("imported memlane (memlane's JSONL export")
+    assert "read 1, stored 0, duplicate 1, filtered 0, skipped 0" in r.stdout
     assert _db_count(database_url) == 1
 
     # The round trip keeps everything but the identity fields.
