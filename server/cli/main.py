@@ -248,9 +248,21 @@ def _engine_starting(settings: Settings):
     return engine
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` runs, before the parser is built (the global options come first)."""
+    args = list(argv)
+    while args and args[0] in ("--config", "--data-dir"):
+        args = args[2:]
+    while args and args[0].startswith(("--config=", "--data-dir=")):
+        args = args[1:]
+    return args[0] if args else None
+
+
 def main(argv: list[str] | None = None) -> int:
     own = argv is None
     argv = sys.argv[1:] if own else list(argv)
+    # First: a stop from here on leaves nothing running behind (the servers take SIGINT too).
+    shutdown.exit_cleanly_on_signals(sigint=_command(argv) in ("serve", "ui"))
     # Before anything heavy is imported: over stdio, initialize and tools/list are answered while
     # the rest loads (server/mcp/stdio_front.py). Only for the process's own command line.
     if own:
@@ -273,7 +285,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_USAGE
     logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
-    shutdown.exit_cleanly_on_sigterm()
     try:
         run: Callable[[argparse.Namespace, Settings], int] = args.run
         return run(args, settings)
