@@ -218,6 +218,17 @@ class Connections(StorePart):
         if self._closing:  # pools replaced after an outage, still closing in the background
             await asyncio.gather(*self._closing, return_exceptions=True)
 
+    async def reachable(self, timeout: float) -> bool:
+        """Whether a statement runs on the primary now, within ``timeout`` seconds: the readiness
+        check (a stopped embedded server is brought back on the way, as for any call)."""
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._connection() as conn:
+                    await conn.execute("SELECT 1")
+        except (StoreError, psycopg.Error, TimeoutError):
+            return False
+        return True
+
     @property
     def serving(self) -> bool:
         """Open, and not known to be down: a call now would not wait for a recovery first."""

@@ -10,17 +10,48 @@ from __future__ import annotations
 import logging
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
+from starlette.applications import Starlette
 
 from memlane.pipeline.engine import Engine
 from memlane.server import aio
-from memlane.server.auth.http import RequireAllProjects, http_auth, refusal, token_store, transport_security
-from memlane.server.mcp import stdio_front
+from memlane.server.auth.http import (
+    HttpAuth,
+    RequireAllProjects,
+    http_auth,
+    refusal,
+    token_store,
+    transport_security,
+)
+from memlane.server.mcp import health, stdio_front
 from memlane.server.mcp.app import build_server
+from memlane.server.mcp.state import State
 from memlane.server.settings import Settings
 from memlane.server.ui import run as ui_run
 
 log = logging.getLogger("memlane.server")
+
+
+def http_app(
+    settings: Settings, server: MCPServer, state: State, auth: HttpAuth, *, transport: str, host: str
+) -> Starlette:
+    """The HTTP or SSE transport's app: the MCP endpoint behind auth, the health probes, and the
+    memory browser when it is enabled (HTTP only)."""
+    security = transport_security(settings, host)
+    limit = settings.server.max_request_body_bytes
+    app = (
+        server.streamable_http_app(host=host, transport_security=security, max_request_body_size=limit)
+        if transport == "http"
+        else server.sse_app(host=host, transport_security=security, max_request_body_size=limit)
+    )
+    auth.install(app)
+    health.install(app, state)
+    if settings.ui.enabled and transport == "http":
+        from memlane.server.ui.mount import mount_ui  # the web stack, only with [ui] enabled
+
+        mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
+    return app
 
 
 def serve(
@@ -70,21 +101,10 @@ def serve(
                         low = server._lowlevel_server
                         await low.run(read, write, low.create_initialization_options())
             else:
-                security = transport_security(settings, host)
-                limit = settings.server.max_request_body_bytes
-                app = (
-                    server.streamable_http_app(
-                        host=host, transport_security=security, max_request_body_size=limit
-                    )
-                    if transport == "http"
-                    else server.sse_app(host=host, transport_security=security, max_request_body_size=limit)
-                )
-                auth.install(app)
+                assert auth is not None
+                app = http_app(settings, server, state, auth, transport=transport, host=host)
                 path = "/mcp" if transport == "http" else "/sse"
                 if settings.ui.enabled and transport == "http":
-                    from memlane.server.ui.mount import mount_ui  # the web stack, only with [ui] enabled
-
-                    mount_ui(app, state, guard=lambda ui: RequireAllProjects(ui, auth.resource_metadata_url))
                     log.info("memlane memory browser on http://%s:%d/ui/", host, port)
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
                 import uvicorn  # here: HTTP only, ~0.1 s to import

@@ -32,6 +32,8 @@ from memlane.server.settings import Settings
 
 log = logging.getLogger("memlane.server")
 
+READY_TIMEOUT = 3.0  # seconds /readyz waits for the database; probes time out at 1-10 s
+
 
 class State:
     """Process-wide: one engine for every session (SSE runs the lifespan once per connection).
@@ -87,6 +89,26 @@ class State:
             log.exception("start-up failed")
             raise ToolError(f"memlane could not start: {type(e).__name__}: {e}") from None
         return self.engine
+
+    async def not_ready(self, timeout: float = READY_TIMEOUT) -> str | None:
+        """Why this server cannot serve a tool call now, in words that name no path, address or
+        error text (``/readyz`` shows them to anyone); None when it can: the start-up has opened
+        the store (migrations applied), the embedding model is loaded and the database answers."""
+        self.start()
+        task = self._startup
+        if not task.done():
+            return "starting: the database is being opened and migrated"
+        if _failed(task):
+            # Retried here as a tool call would: a balancer sends no call to a server it finds not
+            # ready, so nothing else would ever retry a start-up that failed.
+            self._startup = self._open()
+            return "the database could not be opened (retrying)"
+        model = self.engine.runtime.model_state()
+        if model != "loaded":
+            return f"the embedding model is {'loading' if model == 'loading' else 'not loaded (failed)'}"
+        if not await self.engine.store.reachable(timeout):
+            return "the database is unreachable"
+        return None
 
     async def close(self) -> None:
         task = self._startup
