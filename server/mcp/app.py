@@ -8,9 +8,11 @@ database starts and the embedding model loads in the background; the first tool 
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -18,9 +20,12 @@ from mcp.types import ToolAnnotations
 from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import HttpAuth
 from memlane.server.mcp import resources, tools
-from memlane.server.mcp.state import State
+from memlane.server.mcp.state import State, outcome_of
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
+
+if TYPE_CHECKING:
+    from memlane.server.metrics import Metrics
 
 __all__ = ["INSTRUCTIONS", "State", "build_server"]
 
@@ -92,11 +97,16 @@ TOOLS = [
 
 
 def build_server(
-    settings: Settings, *, engine: Engine | None = None, auth: HttpAuth | None = None
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    auth: HttpAuth | None = None,
+    metrics: Metrics | None = None,
 ) -> tuple[MCPServer, State]:
     """``auth``: the HTTP transports' access control (``serve`` builds it); without it every call
-    is the local user's (stdio, in-process clients)."""
-    state = State(settings, engine, auth)
+    is the local user's (stdio, in-process clients). ``metrics``: where tool calls and recalls are
+    counted (``server/metrics.py``); None: nowhere."""
+    state = State(settings, engine, auth, metrics)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[State]:
@@ -116,6 +126,8 @@ def build_server(
     for fn, hints in TOOLS:
         # The title twice: the tool's own (2025-06-18 on) and in its annotations (older clients).
         server.add_tool(fn, title=hints.title, annotations=hints)
+    if metrics is not None:
+        _count_tool_calls(server, metrics)
     server.resource(
         "memlane://stats",
         name="stats",
@@ -131,3 +143,24 @@ def build_server(
         mime_type="application/json",
     )(resources.categories)
     return server, state
+
+
+def _count_tool_calls(server: MCPServer, metrics: Metrics) -> None:
+    """Every tool call through ``server.call_tool`` (which the SDK's handler looks up on the
+    instance), counted by tool and outcome and timed, argument validation by the SDK included."""
+    call_tool = server.call_tool
+
+    async def counted(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await call_tool(name, arguments, context)
+            outcome = "ok"
+            return result
+        except BaseException as e:
+            outcome = outcome_of(e)
+            raise
+        finally:
+            metrics.tool_call(name, outcome, time.perf_counter() - started)
+
+    server.call_tool = counted  # type: ignore[method-assign]

@@ -13,6 +13,9 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from memlane.pipeline.engine import Engine
 from memlane.server import aio
@@ -25,10 +28,12 @@ from memlane.server.auth.http import (
     transport_security,
 )
 from memlane.server.mcp import health, stdio_front
-from memlane.server.mcp.app import build_server
+from memlane.server.mcp.app import TOOLS, build_server
 from memlane.server.mcp.state import State
 from memlane.server.settings import Settings
 from memlane.server.ui import run as ui_run
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus's text format
 
 log = logging.getLogger("memlane.server")
 
@@ -47,6 +52,15 @@ def http_app(
     )
     auth.install(app)
     health.install(app, state)
+    if state.metrics is not None:
+        metrics = state.metrics
+
+        async def scrape(scope: Scope, receive: Receive, send: Send) -> None:
+            await metrics.refresh()
+            await Response(metrics.exposition(), media_type=CONTENT_TYPE)(scope, receive, send)
+
+        guarded = RequireAllProjects(scrape, auth.resource_metadata_url, what="/metrics counts")
+        app.router.routes.append(Route("/metrics", guarded, methods=["GET"]))
     if settings.ui.enabled and transport == "http":
         from memlane.server.ui.mount import mount_ui  # the web stack, only with [ui] enabled
 
@@ -83,13 +97,23 @@ def serve(
             log.info("bearer tokens required (%s)", store.path)
         else:
             log.info("no token configured: loopback requests need none until `memlane token create`")
-    server, state = build_server(settings, engine=engine, auth=auth)
+    metrics = None
+    if transport != "stdio" or settings.telemetry.metrics_port:
+        from memlane.server.metrics import Metrics  # prometheus-client: only when metrics are served
+
+        metrics = Metrics(settings.telemetry, tools=[fn.__name__ for fn, _ in TOOLS])
+    server, state = build_server(settings, engine=engine, auth=auth, metrics=metrics)
 
     async def run() -> None:
         # Start the database and the model now, not when the first client connects (the SSE app
         # runs the lifespan per connection).
         state.start()
+        listener = None
         try:
+            if transport == "stdio" and metrics is not None and settings.telemetry.metrics_port:
+                from memlane.server.metrics import Listener
+
+                listener = Listener(metrics, settings.telemetry.metrics_port)
             if transport == "stdio":
                 front = stdio_front.active()
                 if front is None:
@@ -113,6 +137,8 @@ def serve(
                 config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
                 await uvicorn.Server(config).serve()
         finally:
+            if listener is not None:
+                listener.close()
             with anyio.CancelScope(shield=True):
                 await state.close()
 
