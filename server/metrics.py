@@ -24,7 +24,14 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -61,6 +68,7 @@ class Metrics:
     """The metrics of one server (one ``State``)."""
 
     def __init__(self, config: TelemetryConfig | None = None, *, tools: list[str] | None = None) -> None:
+        disable_created_metrics()  # no *_created series: they double the exposition for nothing
         self.config = config
         self.tools = set(tools or ())  # a name a caller made up is counted as "unknown"
         self.registry = CollectorRegistry(auto_describe=True)

@@ -36,6 +36,11 @@ class ServerConfig(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Logging to stderr (stdout is the protocol over stdio)."
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`memlane serve` and `memlane ui` log lines: text, or one JSON object a line (time, level, "
+        "logger, message, and trace_id inside a traced tool call); `--log-format` overrides it.",
+    )
     max_request_body_bytes: int = Field(
         default=4 * 1024 * 1024,
         ge=1024,

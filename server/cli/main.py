@@ -41,11 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--transport", choices=["stdio", "http", "sse"], help="default: server.transport (stdio)")
     s.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP/SSE port (default 8765)")
+    s.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="stderr's lines: text, or one JSON object each (default: server.log_format)",
+    )
 
     s = sub.add_parser("ui", help="serve the memory browser on 127.0.0.1 (a web page)")
     s.set_defaults(run=_ui)
     s.add_argument("--host", help="bind address; only loopback addresses (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="default: ui.port (8766)")
+    s.add_argument("--log-format", choices=["text", "json"], help="default: server.log_format (text)")
 
     s = sub.add_parser("remember", help="store one memory")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_remember))
@@ -284,7 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
+    if args.command in ("serve", "ui"):
+        logs.setup(settings.server.log_level, getattr(args, "log_format", None) or settings.server.log_format)
+    else:
+        logs.setup("WARNING")
     try:
         run: Callable[[argparse.Namespace, Settings], int] = args.run
         return run(args, settings)

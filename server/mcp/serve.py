@@ -133,8 +133,11 @@ def serve(
                 log.info("memlane serving %s on http://%s:%d%s", transport, host, port, path)
                 import uvicorn  # here: HTTP only, ~0.1 s to import
 
-                # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off.
-                config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+                # Our own uvicorn so access logs (which uvicorn writes to stdout) stay off, and its
+                # other lines go through memlane's handler (text or JSON) instead of its own.
+                config = uvicorn.Config(
+                    app, host=host, port=port, log_level="warning", access_log=False, log_config=None
+                )
                 await uvicorn.Server(config).serve()
         finally:
             if listener is not None:
