@@ -1,5 +1,6 @@
 """What the engine tells an observer of its work that only it sees: each LLM call (stage, provider,
-outcome, time, tokens) and each embedding (passages or queries, how many, time).
+outcome, time, tokens) and each embedding (passages or queries, how many, time); and, when traces
+are on, spans around its stages, steps and statements.
 
 A plain hook with no dependency: observers are added by the server (``server/metrics.py`` turns
 these into Prometheus metrics) and nothing is recorded, nor anything imported, while there are
@@ -8,6 +9,8 @@ none. What an observer is given never holds memory text: names, counts and durat
 
 from __future__ import annotations
 
+import re
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
 
@@ -49,3 +52,54 @@ def llm_call(
 def embedded(kind: str, texts: int, seconds: float) -> None:
     for o in _observers:
         o.embedded(kind, texts, seconds)
+
+
+# -- traces ------------------------------------------------------------------------------------------
+# Spans around the recall stages, the write path's steps and the store's statements, when the server
+# has configured OpenTelemetry (server/tracing.py); otherwise ``span`` is a shared no-op context.
+# Attributes are names, counts and memlane's own SQL: never memory text, a query or a parameter.
+
+
+class SpanHandle(Protocol):
+    def set(self, key: str, value: str | int | float | bool) -> None: ...
+
+
+class Tracer(Protocol):
+    def span(
+        self, name: str, attributes: dict[str, str | int | float | bool]
+    ) -> AbstractContextManager[SpanHandle]: ...
+
+
+class _NoSpan:
+    def set(self, key: str, value: str | int | float | bool) -> None:
+        pass
+
+
+_NO_SPAN = nullcontext(_NoSpan())
+_tracer: Tracer | None = None
+
+
+def set_tracer(tracer: Tracer | None) -> None:
+    global _tracer
+    _tracer = tracer
+
+
+def tracing() -> bool:
+    return _tracer is not None
+
+
+def span(name: str, **attributes: str | int | float | bool) -> AbstractContextManager[SpanHandle]:
+    """``with span("recall.fusion", **{"memlane.stage.in": 40}) as s: ... s.set(...)``."""
+    if _tracer is None:
+        return _NO_SPAN
+    return _tracer.span(name, attributes)
+
+
+def reason_of(status: str) -> str:
+    """The first words of a "skipped: why" or "degraded: why" status, without numbers or anything
+    after a colon, a parenthesis or a semicolon (an exception's text, a count): a bounded value for
+    a metric's label or a span's attribute."""
+    why = status.split(":", 1)[1] if ":" in status else status
+    why = re.split(r"[(:;,]", why, maxsplit=1)[0]
+    why = re.sub(r"\s+", " ", re.sub(r"[0-9.]+", "", why)).strip().lower()
+    return why[:48] or "unspecified"

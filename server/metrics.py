@@ -10,7 +10,7 @@ a scrape costs at most one small query that often.
 
 No label holds memory text or a secret: tools, stages, providers and outcomes are names from the
 code or the configuration; a stage's reason for being skipped or degraded is cut to its first
-words (``_reason``) and at most ``REASONS_PER_STAGE`` of them are kept per stage; projects are
+words (``telemetry.reason_of``) and at most ``REASONS_PER_STAGE`` of them are kept per stage; projects are
 label values only with ``[telemetry] project_labels``, and at most ``project_label_limit`` of them.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -53,15 +52,6 @@ OUTCOMES = ("ok", "invalid_input", "refused", "error")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 RETURNED_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
-
-
-def _reason(status: str) -> str:
-    """The first words of a stage's "skipped: why" or "degraded: why", without numbers or anything
-    after a colon or a parenthesis (an exception's text, a count): a bounded label value."""
-    why = status.split(":", 1)[1] if ":" in status else status
-    why = re.split(r"[(:;,]", why, maxsplit=1)[0]
-    why = re.sub(r"\s+", " ", re.sub(r"[0-9.]+", "", why)).strip().lower()
-    return why[:48] or "unspecified"
 
 
 class Metrics:
@@ -186,7 +176,7 @@ class Metrics:
             self.stage_seconds.labels(st.stage).observe(st.ms / 1000)
             for prefix, family in (("degraded", self.degraded), ("skipped", self.skipped)):
                 if st.status.startswith(prefix):
-                    family.labels(st.stage, self._bounded(st.stage, _reason(st.status))).inc()
+                    family.labels(st.stage, self._bounded(st.stage, telemetry.reason_of(st.status))).inc()
         self.returned.observe(returned)
         read_from = trace.read.get("read_from")
         if read_from is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from memlane.pipeline import telemetry
 from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import HttpAuth
 from memlane.server.mcp import resources, tools
@@ -126,8 +127,7 @@ def build_server(
     for fn, hints in TOOLS:
         # The title twice: the tool's own (2025-06-18 on) and in its annotations (older clients).
         server.add_tool(fn, title=hints.title, annotations=hints)
-    if metrics is not None:
-        _count_tool_calls(server, metrics)
+    _observe_tool_calls(server, metrics)
     server.resource(
         "memlane://stats",
         name="stats",
@@ -145,22 +145,28 @@ def build_server(
     return server, state
 
 
-def _count_tool_calls(server: MCPServer, metrics: Metrics) -> None:
+def _observe_tool_calls(server: MCPServer, metrics: Metrics | None) -> None:
     """Every tool call through ``server.call_tool`` (which the SDK's handler looks up on the
-    instance), counted by tool and outcome and timed, argument validation by the SDK included."""
+    instance), argument validation by the SDK included: a span when traces are on (a child of the
+    SDK's own ``tools/call`` span) and, with ``metrics``, counted by tool and outcome and timed."""
     call_tool = server.call_tool
+    known = {fn.__name__ for fn, _ in TOOLS}
 
-    async def counted(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+    async def observed(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = name if name in known else "unknown"  # a name a caller made up is no label
         started = time.perf_counter()
         outcome = "error"
-        try:
-            result = await call_tool(name, arguments, context)
-            outcome = "ok"
-            return result
-        except BaseException as e:
-            outcome = outcome_of(e)
-            raise
-        finally:
-            metrics.tool_call(name, outcome, time.perf_counter() - started)
+        with telemetry.span(f"memlane.tool {tool}", **{"memlane.tool": tool}) as span:
+            try:
+                result = await call_tool(name, arguments, context)
+                outcome = "ok"
+                return result
+            except BaseException as e:
+                outcome = outcome_of(e)
+                raise
+            finally:
+                span.set("memlane.outcome", outcome)
+                if metrics is not None:
+                    metrics.tool_call(tool, outcome, time.perf_counter() - started)
 
-    server.call_tool = counted  # type: ignore[method-assign]
+    server.call_tool = observed  # type: ignore[method-assign]

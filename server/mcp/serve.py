@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from memlane.pipeline.engine import Engine
-from memlane.server import aio
+from memlane.server import aio, tracing
 from memlane.server.auth.http import (
     HttpAuth,
     RequireAllProjects,
@@ -103,6 +103,7 @@ def serve(
 
         metrics = Metrics(settings.telemetry, tools=[fn.__name__ for fn, _ in TOOLS])
     server, state = build_server(settings, engine=engine, auth=auth, metrics=metrics)
+    tracing.configure()  # only with OTEL_EXPORTER_OTLP_ENDPOINT set; nothing imported otherwise
 
     async def run() -> None:
         # Start the database and the model now, not when the first client connects (the SSE app
