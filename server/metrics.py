@@ -281,15 +281,13 @@ class _ScrapeCollector(Collector):
         yield size
         yield in_use
         yield waiting
-        rows = m._memory_rows()
-        if rows is None:
-            return
+        rows = m._memory_rows()  # None until the store is open: the family without a sample
         cfg = m.config
         if cfg is not None and cfg.project_labels:
             g = GaugeMetricFamily(
                 "memlane_memories", "Memories stored, by project (the largest ones).", labels=["project"]
             )
-            top = sorted(rows, key=lambda r: -r[1])
+            top = sorted(rows or [], key=lambda r: -r[1])
             for project, n in top[: cfg.project_label_limit]:
                 g.add_metric([project], n)
             rest = sum(n for _, n in top[cfg.project_label_limit :])
@@ -297,7 +295,8 @@ class _ScrapeCollector(Collector):
                 g.add_metric(["_other"], rest)
         else:
             g = GaugeMetricFamily("memlane_memories", "Memories stored.")
-            g.add_metric([], sum(n for _, n in rows))
+            if rows is not None:
+                g.add_metric([], sum(n for _, n in rows))
         yield g
 
 

@@ -5,6 +5,8 @@ tokens; the stdio server's loopback listener; no memory text in the exposition, 
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import urllib.request
 
@@ -195,3 +197,21 @@ async def test_a_stdio_server_serves_metrics_on_the_loopback_port_it_is_given(tm
     assert value(text, "memlane_tool_calls_total", tool="recall", outcome="ok") == 1
     assert value(text, "memlane_memories") == 1
     assert "Zanzibar" not in text
+
+
+def test_the_grafana_dashboard_plots_every_family_and_only_families_that_exist():
+    from pathlib import Path
+
+    dashboard = json.loads(
+        (Path(__file__).parents[2] / "docs" / "grafana" / "memlane-dashboard.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {re.sub(r"_(bucket|sum|count)$", "", n) for e in exprs for n in re.findall(r"memlane_[a-z_]+", e)}
+    types = {
+        line.split()[2]
+        for line in Metrics(None, tools=TOOL_NAMES).exposition().decode().splitlines()
+        if line.startswith("# TYPE")
+    }
+    assert used - types == set(), "the dashboard plots what no server exposes"
+    assert types - used == {"memlane_build_info"}, "a family the dashboard does not plot"
+    assert all(p["datasource"]["uid"] == "${datasource}" for p in dashboard["panels"])
