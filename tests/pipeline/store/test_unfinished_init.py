@@ -26,6 +26,7 @@ def _as_initdb_left_it(data_dir):
     (pg / "PG_VERSION").write_text("18\n")
     (pg / "postgresql.conf").write_text("# half written\n")
     (pg / "base" / "1" / "1259").write_bytes(b"\0" * 8192)
+    (pg / "postmaster.pid").write_text("-4194000\n")  # initdb's standalone backend, killed with it
     return pg
 
 
