@@ -2,7 +2,8 @@
 (initdb, the postmaster's start, the migrations, the model load), each of the three ways a client or
 a supervisor stops it: stdin closed, SIGTERM, SIGINT. Each time the process exits, no process of the
 data directory (initdb, pg_ctl, postgres) is left a few seconds later, the data directory is either
-not initialised or whole, and the next start serves a remember and a recall."""
+not initialised or whole, and the next start serves a remember and a recall. And the same three
+stops in the middle of remembers and recalls: the acknowledged memory is there at the next start."""
 
 from __future__ import annotations
 
@@ -165,3 +166,96 @@ async def test_a_fresh_start_stopped_at_any_moment_leaves_nothing_behind_and_sta
             _kill_leftovers(data_dir / "pg")
             stop_leftover_postgres(data_dir)
     assert not problems, f"seed {seed}:\n" + "\n".join(problems)
+
+
+def _send(proc: subprocess.Popen, *messages: dict) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    proc.stdin.flush()
+
+
+def _reply(proc: subprocess.Popen, id: int, timeout: float = 120) -> dict:
+    """The server's answer to request ``id`` (stdout read line by line; other messages skipped)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError("the server closed stdout")
+        msg = json.loads(line)
+        if msg.get("id") == id:
+            return msg
+    raise AssertionError(f"no answer to request {id}")
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_a_server_stopped_in_the_middle_of_calls_leaves_nothing_behind_and_keeps_what_it_acknowledged(
+    way,
+):
+    data_dir = Path(tempfile.mkdtemp(prefix="memlane-test-stop-work-"))
+    log = data_dir.parent / f"{data_dir.name}.stderr"
+    pgdata = data_dir / "pg"
+    try:
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(
+                [MEMLANE, "serve"],
+                env=server_env(data_dir),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        _send(proc, initialize(), {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _reply(proc, 1)
+
+        def call(id: int, tool: str, args: dict) -> dict:
+            return {
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": args},
+            }
+
+        _send(
+            proc, call(2, "remember", {"content": "The release train leaves on Thursdays", "project": "ops"})
+        )
+        assert not _reply(proc, 2)["result"].get("isError"), "the first remember failed"
+        # Work in flight: remembers and recalls sent at once, the stop right behind them.
+        _send(
+            proc,
+            *[
+                call(
+                    10 + i, "remember", {"content": f"Runbook step {i} restarts the cache", "project": "ops"}
+                )
+                for i in range(10)
+            ],
+        )
+        _send(
+            proc,
+            *[
+                call(30 + i, "recall", {"query": "when does the release train leave?", "project": "ops"})
+                for i in range(10)
+            ],
+        )
+        time.sleep(0.05)
+        if way == "stdin":
+            proc.stdin.close()
+        else:
+            proc.send_signal(signal.SIGTERM if way == "SIGTERM" else signal.SIGINT)
+        t0 = time.monotonic()
+        rc = proc.wait(timeout=EXIT_WAIT)
+        exited = time.monotonic() - t0
+        deadline = time.monotonic() + LEFTOVER_WAIT
+        while (left := _processes_of(pgdata)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(f"\n{way} during work: exit {rc} after {exited:.2f} s; left: {left}")
+        assert rc in (0, 130) and not left, (rc, left)
+        async with Client(stdio_params(data_dir)) as client:
+            got = await call_ok(
+                client, "recall", {"query": "when does the release train leave?", "project": "ops"}
+            )
+            assert got["memories"][0]["content"] == "The release train leaves on Thursdays"
+            stats = json.loads((await client.read_resource("memlane://stats")).contents[0].text)
+            assert 1 <= stats["projects"]["ops"] <= 11  # the acknowledged one, and whole others or none
+    finally:
+        _kill_leftovers(pgdata)
+        stop_leftover_postgres(data_dir)
