@@ -49,10 +49,12 @@ POOL = 10_000  # distinct texts embedded for real; past it, pool-derived vectors
 NOISE = 0.5  # norm of the noise added to a pool vector: cosine 1/sqrt(1 + 0.25) = 0.89 to it
 BUILD_CONCURRENCY = 2  # pool-path remember_many batches in flight
 LOG_EVERY = 25_600  # memories between the pool build's progress lines
+# Since 2026-12-07 (issue 59): a four-arm recall was never meant to meet 2x the floor (the graph arm
+# alone is worth +0.042 R@10 on LoCoMo for about 0.5x the floor), and growth is held tighter.
 TARGETS = {
-    "recall_vs_floor": 2.0,  # recall p50 <= 2x floor p50, at every size
+    "recall_vs_floor": 3.0,  # recall p50 <= 3x floor p50, at every size
     "remember_vs_embedding": 0.7,  # remember throughput >= 0.7x raw embedding, at every size
-    "growth_vs_10k": 1.5,  # recall p50 at the largest size <= 1.5x p50 at 10k
+    "growth_vs_10k": 1.3,  # recall p50 at the largest size <= 1.3x p50 at 10k
 }
 
 
@@ -315,7 +317,7 @@ async def floor_query(ctx: BenchContext, project: str, text: str, k: int) -> tup
 class CpuMeter:
     """CPU time spent by this process (the engine: its event loop and the model's threads) and by
     the database's processes, when the database runs on this machine. On a 2-core machine a recall
-    whose CPU adds up to more than twice the floor's cannot be within 2x the floor's wall time,
+    whose CPU adds up to more than 3x the floor's cannot be within 3x the floor's wall time (the target),
     whatever it overlaps: this says how much of the gap is work, not waiting."""
 
     def __init__(self, postmaster) -> None:

@@ -84,9 +84,13 @@ class Runtime:
 
         def run() -> None:
             try:
-                started.set_result(embedded.start())
+                dsn = embedded.start()
             except BaseException as e:  # noqa: BLE001 - open() raises it
-                started.set_exception(e)
+                with contextlib.suppress(concurrent.futures.InvalidStateError):  # open() was cancelled
+                    started.set_exception(e)
+            else:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    started.set_result(dsn)
 
         threading.Thread(target=run, name="memlane-pg-start", daemon=True).start()
         self._prestarted = (embedded, started)
@@ -234,6 +238,16 @@ class Runtime:
             threading.Thread(target=run, name="memlane-warm", daemon=True).start()
             self._warming = warming
         return self._warming
+
+    def model_state(self) -> str:
+        """The embedding model: ``loaded``, ``loading`` or ``failed`` (its load in the background;
+        ``loaded`` when none was started: the first embedding loads it)."""
+        warming = self._warming
+        if warming is None:
+            return "loaded"
+        if not warming.done():
+            return "loading"
+        return "failed" if warming.exception() is not None else "loaded"
 
     async def replica_status(self) -> list[dict[str, Any]]:
         """Each read replica (``database.read_urls``): up or why not, its replay lag (doctor)."""

@@ -4,9 +4,11 @@ message body), which may hold a secret a client tried to remember before memlane
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import warnings
+from datetime import UTC, datetime
 
 
 class RedactSecrets(logging.Filter):
@@ -29,12 +31,46 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def setup(level: str = "INFO") -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, the
+    traceback as ``exception`` when there is one, and ``trace_id`` (32 hex digits) inside a tool call
+    that OpenTelemetry traces (server/tracing.py; looked up only when OpenTelemetry is loaded)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out["exception"] = record.exc_text
+        trace_id = _trace_id()
+        if trace_id:
+            out["trace_id"] = trace_id
+        return json.dumps(out, ensure_ascii=False)
+
+
+def _trace_id() -> str | None:
+    otel = sys.modules.get("opentelemetry.trace")
+    if otel is None:
+        return None
+    ctx = otel.get_current_span().get_span_context()
+    return f"{ctx.trace_id:032x}" if ctx.is_valid else None
+
+
+def setup(level: str = "INFO", fmt: str = "text") -> None:
+    """Root logging to stderr at ``level``, as ``fmt``: "text" lines or "json" objects."""
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets())
     root.addHandler(handler)
     root.setLevel(level)

@@ -36,6 +36,11 @@ class ServerConfig(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Logging to stderr (stdout is the protocol over stdio)."
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`memlane serve` and `memlane ui` log lines: text, or one JSON object a line (time, level, "
+        "logger, message, and trace_id inside a traced tool call); `--log-format` overrides it.",
+    )
     max_request_body_bytes: int = Field(
         default=4 * 1024 * 1024,
         ge=1024,
@@ -63,6 +68,29 @@ class UIConfig(BaseModel):
         default=False, description="Serve the memory browser at /ui in `memlane serve --transport http`."
     )
     port: int = Field(default=8766, ge=1, le=65535, description="The port of `memlane ui`.")
+
+
+class TelemetryConfig(BaseModel):
+    """Prometheus metrics (server/metrics.py): ``/metrics`` on the HTTP and SSE transports, and a
+    loopback listener of its own for a stdio server that asks for one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics from a stdio server "
+        "(HTTP and SSE servers have /metrics on their own port). Unset: none.",
+    )
+    project_labels: bool = Field(
+        default=False,
+        description="Label memlane_memories by project (project names become label values); off: one "
+        "total. At most project_label_limit projects, the largest, each; the rest are summed as '_other'.",
+    )
+    project_label_limit: int = Field(
+        default=50, ge=1, le=1000, description="The most projects memlane_memories labels (project_labels)."
+    )
 
 
 class AuthConfig(BaseModel):
@@ -113,6 +141,7 @@ class Settings(BaseSettings, EngineConfig):
     server: ServerConfig = ServerConfig()
     ui: UIConfig = UIConfig()
     auth: AuthConfig = AuthConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     # The parsed TOML file, set by load() around construction; a ClassVar, not a pydantic field.
     _toml: ClassVar[dict[str, Any]] = {}

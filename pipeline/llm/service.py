@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memlane.pipeline import telemetry
 from memlane.pipeline.config import LLM_STAGES, LLMConfig, ModelPrice
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.providers.llm import make_provider
@@ -135,27 +136,45 @@ class StageLLM:
             json.dumps([self.prompt.id, self.model_key, system, user], ensure_ascii=False).encode()
         ).hexdigest()
         svc = self.service
+        provider = self.model_key.split(":", 1)[0]
         cached = svc.cache.get(key)
         if cached is not None:
             usage.add(cached, cached=True, prices=svc.cfg.prices)
             svc.totals.add(cached, cached=True, prices=svc.cfg.prices)
+            telemetry.llm_call(self.stage, provider, "cached", 0.0)
             return Answer(cached.text, self.prompt.id, cached.model, True)
         if timeout_s is not None and timeout_s <= 0:
+            telemetry.llm_call(self.stage, provider, "timeout", 0.0)
             raise LLMError("recall deadline passed")
 
         async def call() -> LLMReply:
             async with svc.semaphore():
                 return await self.provider.complete(system=system, user=user)
 
+        t0 = time.perf_counter()
         try:
             reply = await asyncio.wait_for(call(), timeout=timeout_s)
         except TimeoutError:
+            telemetry.llm_call(self.stage, provider, "timeout", time.perf_counter() - t0)
             raise LLMError(f"recall deadline passed after {timeout_s:.1f} s") from None
         except LLMDeferred:
             usage.deferred += 1
+            telemetry.llm_call(self.stage, provider, "deferred", time.perf_counter() - t0)
+            raise
+        except Exception:
+            telemetry.llm_call(self.stage, provider, "error", time.perf_counter() - t0)
             raise
         if not isinstance(reply, LLMReply):
+            telemetry.llm_call(self.stage, provider, "error", time.perf_counter() - t0)
             raise LLMError(f"provider returned {type(reply).__name__}, not an LLMReply")
+        telemetry.llm_call(
+            self.stage,
+            provider,
+            "ok",
+            time.perf_counter() - t0,
+            reply.usage.get("input_tokens", 0),
+            reply.usage.get("output_tokens", 0),
+        )
         usage.add(reply, cached=False, prices=svc.cfg.prices)
         svc.totals.add(reply, cached=False, prices=svc.cfg.prices)
         svc.cache.put(key, reply)

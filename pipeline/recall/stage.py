@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
+from memlane.pipeline import telemetry
 from memlane.pipeline.records import StageTrace, Trace
 
 if TYPE_CHECKING:
@@ -136,27 +137,33 @@ async def run_stage(
         status="ran",
         detail=dict(detail or {}),
     )
-    t0 = time.perf_counter()
-    try:
-        ran = fn(ctx, value)
-        step = ran if isinstance(ran, Step) else await ran
-        st.status = step.status
-        st.detail.update(step.detail)
-        if step.prompt:
-            st.detail["prompt"] = step.prompt
-        out = step.value
-    except Exception as e:
-        st.detail["error"] = _reason(e)
-        if fallback is _Required.REQUIRED:
-            st.status = f"failed: {_reason(e)}"
-            raise
-        log.warning("recall stage %s degraded: %s", name, _reason(e), exc_info=True)
-        st.status = f"degraded: {_reason(e)}"
-        out = fallback
-    finally:
-        st.ms = (time.perf_counter() - t0) * 1000
-        ctx.trace.stages.append(st)
-    st.count_out = count(out)
+    with telemetry.span(f"recall.{name}", **{"memlane.stage.in": st.count_in}) as span:
+        t0 = time.perf_counter()
+        try:
+            ran = fn(ctx, value)
+            step = ran if isinstance(ran, Step) else await ran
+            st.status = step.status
+            st.detail.update(step.detail)
+            if step.prompt:
+                st.detail["prompt"] = step.prompt
+            out = step.value
+        except Exception as e:
+            st.detail["error"] = _reason(e)
+            if fallback is _Required.REQUIRED:
+                st.status = f"failed: {_reason(e)}"
+                raise
+            log.warning("recall stage %s degraded: %s", name, _reason(e), exc_info=True)
+            st.status = f"degraded: {_reason(e)}"
+            out = fallback
+        finally:
+            st.ms = (time.perf_counter() - t0) * 1000
+            ctx.trace.stages.append(st)
+            kind = st.status.split(":", 1)[0]
+            span.set("memlane.stage.status", kind)
+            if kind != "ran":
+                span.set("memlane.stage.reason", telemetry.reason_of(st.status))
+        st.count_out = count(out)
+        span.set("memlane.stage.out", st.count_out)
     return out
 
 

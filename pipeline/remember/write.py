@@ -37,7 +37,7 @@ from uuid import UUID
 
 import numpy as np
 
-from memlane.pipeline import access, supersede
+from memlane.pipeline import access, supersede, telemetry
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
@@ -106,9 +106,10 @@ async def remember(
     item's project. ``chain``: a batch sharing a source (and giving no positions) is one
     conversation, linked in order with ``next``. ``stream``: one memory remembered on its own
     (``remember_one``) continues a sequence."""
-    inputs = parse(ctx.config, items)
-    for m in inputs:
-        access.check(principal, m.project)
+    with telemetry.span("remember.parse", **{"memlane.count": len(items)}):
+        inputs = parse(ctx.config, items)
+        for m in inputs:
+            access.check(principal, m.project)
     f = ctx.config.filter
     sequence = sequenced(inputs, stream, ctx.config.graph.sequence_gap_s) if stream is not None else None
     if sequence is not None:
@@ -124,7 +125,8 @@ async def remember(
     )
     try:
         links = link_plan(ctx.config.graph, inputs, chain=chain, embedder=ctx.embedder)
-        vectors = await embed(ctx, inputs, started=embedding)
+        with telemetry.span("remember.embed", **{"memlane.count": len(inputs)}):
+            vectors = await embed(ctx, inputs, started=embedding)
     finally:
         embedding.cancel()
     results = await store_inputs(
@@ -135,7 +137,8 @@ async def remember(
         links=links,
         sequence=sequence,
     )
-    await enrich(ctx, results, inputs)
+    with telemetry.span("remember.enrich", **{"memlane.count": len(results)}):
+        await enrich(ctx, results, inputs)
     return results
 
 
@@ -264,18 +267,25 @@ async def store_inputs(
     ``found``: each input's nearest stored memories (id, similarity), best first, when the caller
     searched already (ingest, for novelty): no search is made here. ``sequence``: (source, gap
     bound) of a memory that continues a sequence (``sequenced``)."""
+    n = {"memlane.count": len(inputs)}
     if vectors is None:
-        vectors = await embed(ctx, inputs)
+        with telemetry.span("remember.embed", **n):
+            vectors = await embed(ctx, inputs)
     # The neighbour search is the database's work and topics are Python's: side by side, each runs
     # while the other waits (neither reads what the other decides).
-    searched = asyncio.ensure_future(novelty(ctx, inputs, vectors, similar=similar, links=links, found=found))
-    try:
-        inputs, assigned = await assign_topics(ctx, inputs, vectors)
-        near, found = await searched
-    finally:
-        searched.cancel()
-    results = await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
-    return await supersede_new(ctx, results, inputs, vectors, found)
+    with telemetry.span("remember.novelty_and_topics", **n):
+        searched = asyncio.ensure_future(
+            novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
+        )
+        try:
+            inputs, assigned = await assign_topics(ctx, inputs, vectors)
+            near, found = await searched
+        finally:
+            searched.cancel()
+    with telemetry.span("remember.insert", **n):
+        results = await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
+    with telemetry.span("remember.supersede", **n):
+        return await supersede_new(ctx, results, inputs, vectors, found)
 
 
 async def embed(

@@ -25,6 +25,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from memlane.pipeline import telemetry
 from memlane.pipeline.errors import ConnectionLost, DatabaseUnavailable, StoreError
 from memlane.pipeline.errors import database_reason as _why
 from memlane.pipeline.store import backup
@@ -62,6 +63,34 @@ def _json_loads(data: str | bytes) -> Any:
     """json.loads, but an empty object (most memories' metadata) without the decoder: recall reads
     a hundred rows a question, and json.loads of b"{}" costs about 40 times this test."""
     return {} if data == b"{}" else json.loads(data)
+
+
+class TracedCursor(psycopg.AsyncCursor[Any]):
+    """A cursor whose statements are spans (traces on: ``telemetry.tracing()``), named by their
+    operation, with memlane's own SQL as ``db.query.text``: never a parameter (memory text, a
+    query), which psycopg sends apart from it."""
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> TracedCursor:
+        name, attributes = _statement(query)
+        with telemetry.span(name, **attributes):
+            await super().execute(query, params, **kwargs)
+        return self
+
+    async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        name, attributes = _statement(query)
+        with telemetry.span(name, **attributes):
+            await super().executemany(query, params_seq, **kwargs)
+
+
+def _statement(query: Any) -> tuple[str, dict[str, str]]:
+    """A span's name and attributes for a statement (a composed one is named by its kind only)."""
+    text = query if isinstance(query, str) else query.decode() if isinstance(query, bytes) else ""
+    words = text.split(None, 1)
+    operation = words[0].upper() if words else "SQL"
+    attributes = {"db.system.name": "postgresql", "db.operation.name": operation}
+    if text:
+        attributes["db.query.text"] = " ".join(text.split())[:2000]
+    return f"db {operation}", attributes
 
 
 class Connections(StorePart):
@@ -206,7 +235,11 @@ class Connections(StorePart):
             configure=self._configure,
             # connect_timeout: without it a pool reconnecting to an unreachable host blocks for the
             # kernel's TCP timeout (minutes), and so would closing the pool.
-            kwargs={"autocommit": True, "connect_timeout": max(PROBE_TIMEOUT, int(min(self._timeout, 10)))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(PROBE_TIMEOUT, int(min(self._timeout, 10))),
+                **({"cursor_factory": TracedCursor} if telemetry.tracing() else {}),
+            },
             open=False,
         )
 
@@ -217,6 +250,17 @@ class Connections(StorePart):
             await pool.close()
         if self._closing:  # pools replaced after an outage, still closing in the background
             await asyncio.gather(*self._closing, return_exceptions=True)
+
+    async def reachable(self, timeout: float) -> bool:
+        """Whether a statement runs on the primary now, within ``timeout`` seconds: the readiness
+        check (a stopped embedded server is brought back on the way, as for any call)."""
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._connection() as conn:
+                    await conn.execute("SELECT 1")
+        except (StoreError, psycopg.Error, TimeoutError):
+            return False
+        return True
 
     @property
     def serving(self) -> bool:

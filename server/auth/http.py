@@ -214,12 +214,15 @@ class RateLimit:
 
 
 class RequireAllProjects:
-    """Guards the memory browser mounted in the HTTP server: it shows every project, so it answers
-    only the local user (no token configured, loopback) or a token whose projects are ``*``."""
+    """Guards what shows every project (the memory browser, /metrics) in the HTTP server: it
+    answers only the local user (no token configured, loopback) or a token whose projects are ``*``."""
 
-    def __init__(self, app: ASGIApp, resource_metadata_url: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, resource_metadata_url: str | None, what: str = "the memory browser shows"
+    ) -> None:
         self.app = app
         self.resource_metadata_url = resource_metadata_url
+        self.what = what
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get("user")
@@ -233,7 +236,7 @@ class RequireAllProjects:
                     send,
                     403,
                     "insufficient_scope",
-                    "the memory browser shows every project: it needs a token created with --projects '*'",
+                    f"{self.what} every project: it needs a token created with --projects '*'",
                     None,
                 )
         await self.app(scope, receive, send)

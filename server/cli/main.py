@@ -54,11 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--transport", choices=["stdio", "http", "sse"], help="default: server.transport (stdio)")
     s.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP/SSE port (default 8765)")
+    s.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="stderr's lines: text, or one JSON object each (default: server.log_format)",
+    )
 
     s = sub.add_parser("ui", help="serve the memory browser on 127.0.0.1 (a web page)")
     s.set_defaults(run=_ui)
     s.add_argument("--host", help="bind address; only loopback addresses (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="default: ui.port (8766)")
+    s.add_argument("--log-format", choices=["text", "json"], help="default: server.log_format (text)")
 
     s = sub.add_parser("remember", help="store one memory")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_remember))
@@ -280,9 +286,21 @@ def _engine_starting(settings: Settings):
     return engine
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` runs, before the parser is built (the global options come first)."""
+    args = list(argv)
+    while args and args[0] in ("--config", "--data-dir"):
+        args = args[2:]
+    while args and args[0].startswith(("--config=", "--data-dir=")):
+        args = args[1:]
+    return args[0] if args else None
+
+
 def main(argv: list[str] | None = None) -> int:
     own = argv is None
     argv = sys.argv[1:] if own else list(argv)
+    # First: a stop from here on leaves nothing running behind (the servers take SIGINT too).
+    shutdown.exit_cleanly_on_signals(sigint=_command(argv) in ("serve", "ui"))
     # Before anything heavy is imported: over stdio, initialize and tools/list are answered while
     # the rest loads (server/mcp/stdio_front.py). Only for the process's own command line.
     if own:
@@ -304,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"memlane: {e}", file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(settings.server.log_level if args.command in ("serve", "ui") else "WARNING")
-    shutdown.exit_cleanly_on_sigterm()
+    if args.command in ("serve", "ui"):
+        logs.setup(settings.server.log_level, getattr(args, "log_format", None) or settings.server.log_format)
+    else:
+        logs.setup("WARNING")
     try:
         run: Callable[[argparse.Namespace, Settings], int] = args.run
         return run(args, settings)

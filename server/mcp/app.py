@@ -8,19 +8,25 @@ database starts and the embedding model loads in the background; the first tool 
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from memlane.pipeline import telemetry
 from memlane.pipeline.engine import Engine
 from memlane.server.auth.http import HttpAuth
 from memlane.server.mcp import prompts, resources, tools
-from memlane.server.mcp.state import State
+from memlane.server.mcp.state import State, outcome_of
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
+
+if TYPE_CHECKING:
+    from memlane.server.metrics import Metrics
 
 __all__ = ["INSTRUCTIONS", "State", "build_server"]
 
@@ -92,11 +98,16 @@ TOOLS = [
 
 
 def build_server(
-    settings: Settings, *, engine: Engine | None = None, auth: HttpAuth | None = None
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    auth: HttpAuth | None = None,
+    metrics: Metrics | None = None,
 ) -> tuple[MCPServer, State]:
     """``auth``: the HTTP transports' access control (``serve`` builds it); without it every call
-    is the local user's (stdio, in-process clients)."""
-    state = State(settings, engine, auth)
+    is the local user's (stdio, in-process clients). ``metrics``: where tool calls and recalls are
+    counted (``server/metrics.py``); None: nowhere."""
+    state = State(settings, engine, auth, metrics)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[State]:
@@ -116,6 +127,7 @@ def build_server(
     for fn, hints in TOOLS:
         # The title twice: the tool's own (2025-06-18 on) and in its annotations (older clients).
         server.add_tool(fn, title=hints.title, annotations=hints)
+    _observe_tool_calls(server, metrics)
     server.resource(
         "memlane://stats",
         name="stats",
@@ -142,3 +154,30 @@ def build_server(
         server.prompt(name=name, title=title, description=fn.__doc__)(fn)
     server.completion()(prompts.completer(state))
     return server, state
+
+
+def _observe_tool_calls(server: MCPServer, metrics: Metrics | None) -> None:
+    """Every tool call through ``server.call_tool`` (which the SDK's handler looks up on the
+    instance), argument validation by the SDK included: a span when traces are on (a child of the
+    SDK's own ``tools/call`` span) and, with ``metrics``, counted by tool and outcome and timed."""
+    call_tool = server.call_tool
+    known = {fn.__name__ for fn, _ in TOOLS}
+
+    async def observed(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = name if name in known else "unknown"  # a name a caller made up is no label
+        started = time.perf_counter()
+        outcome = "error"
+        with telemetry.span(f"memlane.tool {tool}", **{"memlane.tool": tool}) as span:
+            try:
+                result = await call_tool(name, arguments, context)
+                outcome = "ok"
+                return result
+            except BaseException as e:
+                outcome = outcome_of(e)
+                raise
+            finally:
+                span.set("memlane.outcome", outcome)
+                if metrics is not None:
+                    metrics.tool_call(tool, outcome, time.perf_counter() - started)
+
+    server.call_tool = observed  # type: ignore[method-assign]

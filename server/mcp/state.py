@@ -11,10 +11,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 from memlane.pipeline.access import Principal
 from memlane.pipeline.engine import Engine
@@ -30,7 +32,12 @@ from memlane.pipeline.store import replicas
 from memlane.server.auth.http import HttpAuth, principal_of
 from memlane.server.settings import Settings
 
+if TYPE_CHECKING:
+    from memlane.server.metrics import Metrics
+
 log = logging.getLogger("memlane.server")
+
+READY_TIMEOUT = 3.0  # seconds /readyz waits for the database; probes time out at 1-10 s
 
 
 class State:
@@ -38,17 +45,24 @@ class State:
     ``auth``: the HTTP transports' access control; without it every call is the local user's."""
 
     def __init__(
-        self, settings: Settings, engine: Engine | None = None, auth: HttpAuth | None = None
+        self,
+        settings: Settings,
+        engine: Engine | None = None,
+        auth: HttpAuth | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine or Engine(settings.engine())
         self.auth = auth
+        self.metrics = metrics
         self._startup: asyncio.Task | None = None
         if auth is not None:  # the rate limit's buckets are the database's once the store is open
             auth.limiter.shared = self.opened_store
 
     def start(self) -> None:
         if self._startup is None:
+            if self.metrics is not None:
+                self.metrics.attach(self)
             self._startup = self._open()
             self.engine.runtime.warm_in_background().add_done_callback(_log_warm_failure)
 
@@ -88,6 +102,26 @@ class State:
             raise ToolError(f"memlane could not start: {type(e).__name__}: {e}") from None
         return self.engine
 
+    async def not_ready(self, timeout: float = READY_TIMEOUT) -> str | None:
+        """Why this server cannot serve a tool call now, in words that name no path, address or
+        error text (``/readyz`` shows them to anyone); None when it can: the start-up has opened
+        the store (migrations applied), the embedding model is loaded and the database answers."""
+        self.start()
+        task = self._startup
+        if not task.done():
+            return "starting: the database is being opened and migrated"
+        if _failed(task):
+            # Retried here as a tool call would: a balancer sends no call to a server it finds not
+            # ready, so nothing else would ever retry a start-up that failed.
+            self._startup = self._open()
+            return "the database could not be opened (retrying)"
+        model = self.engine.runtime.model_state()
+        if model != "loaded":
+            return f"the embedding model is {'loading' if model == 'loading' else 'not loaded (failed)'}"
+        if not await self.engine.store.reachable(timeout):
+            return "the database is unreachable"
+        return None
+
     async def close(self) -> None:
         task = self._startup
         if task is not None and not task.done():
@@ -97,6 +131,8 @@ class State:
             # cancellation, and closing the engine before that would leave its pool connected.
             # (asyncio.wait: the start-up's own error is not this method's to raise.)
             await asyncio.wait({task})
+        if self.metrics is not None:
+            self.metrics.detach()
         await self.engine.close()
 
     def caller(self) -> Principal | None:
@@ -160,13 +196,42 @@ def state_of(ctx: Context) -> State:
 
 def tool_error(e: MemlaneError) -> ToolError:
     if isinstance(e, InvalidInput):
-        return ToolError(f"invalid input: {e}")
+        err = ToolError(f"invalid input: {e}")
+    elif isinstance(e, NotAllowed):
+        err = ToolError(f"not allowed: {e}")
+    elif isinstance(e, NotFound):
+        err = ToolError(f"{e}; recall returns the ids of existing memories")
+    elif isinstance(e, DatabaseUnavailable):
+        err = ToolError(f"database unavailable: {e}")
+    elif isinstance(e, StoreError):
+        err = ToolError(f"memlane's database failed: {e}")
+    else:
+        err = ToolError(str(e))
+    err.outcome = _outcome(e)  # type: ignore[attr-defined]
+    return err
+
+
+def _outcome(e: MemlaneError) -> str:
+    """The caller's doing (invalid input, a memory that does not exist), a refusal (a project the
+    caller may not use), or memlane's failure."""
+    if isinstance(e, InvalidInput | NotFound):
+        return "invalid_input"
     if isinstance(e, NotAllowed):
-        return ToolError(f"not allowed: {e}")
-    if isinstance(e, NotFound):
-        return ToolError(f"{e}; recall returns the ids of existing memories")
-    if isinstance(e, DatabaseUnavailable):
-        return ToolError(f"database unavailable: {e}")
-    if isinstance(e, StoreError):
-        return ToolError(f"memlane's database failed: {e}")
-    return ToolError(str(e))
+        return "refused"
+    return "error"
+
+
+def outcome_of(e: BaseException) -> str:
+    """A failed tool call's outcome for the metrics: invalid_input, refused or error. The SDK wraps
+    a tool's ToolError in one of its own; the cause says which it was."""
+    cause: BaseException | None = e
+    while cause is not None:
+        outcome = getattr(cause, "outcome", None)
+        if outcome is not None:
+            return str(outcome)
+        if isinstance(cause, ValidationError):
+            return "invalid_input"  # the SDK checked the arguments before the tool ran
+        if isinstance(cause, ToolError) and str(cause).startswith(("Unknown tool", "not allowed")):
+            return "invalid_input" if str(cause).startswith("Unknown") else "refused"
+        cause = cause.__cause__
+    return "error"

@@ -133,6 +133,8 @@ async def recall(
         sampler = sampler_for(ctx, eng.llm)
         res = await eng.recall(arguments, principal=who, sampling=sampler)
         RECALLS.record(res.trace, source="mcp")  # the memory browser's /stats (in-process only)
+        if state.metrics is not None and not res.deferred:
+            state.metrics.recalled(res.trace, len(res.memories))
         if sampler is not None and sampler.pending:
             # 2026-07-28 sampling: the client answers, then calls again (no access was counted)
             return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())

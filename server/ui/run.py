@@ -68,6 +68,6 @@ def run(settings: Settings, *, host: str | None = None, port: int | None = None)
     app = build(settings)
     print(f"memlane ui: the memory browser is on http://{host}:{port}/", file=sys.stderr)
     # Access logs off: uvicorn writes them to stdout, and URLs carry search questions.
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, log_config=None)
     uvicorn.Server(config).run()
     return 0

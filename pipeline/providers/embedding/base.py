@@ -13,11 +13,14 @@ every model.
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from memlane.pipeline import telemetry
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import EmbeddingConfig
@@ -112,14 +115,24 @@ class Embedder(ABC):
         self.load()
         if not texts:
             return []
-        return self._embed(texts)
+        if not telemetry.observing():
+            return self._embed(texts)
+        t0 = time.perf_counter()
+        out = self._embed(texts)
+        telemetry.embedded("passages", len(texts), time.perf_counter() - t0)
+        return out
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts that search the stored ones (recall questions and their variants)."""
         self.load()
         if not texts:
             return []
-        return self._embed_queries(texts)
+        if not telemetry.observing():
+            return self._embed_queries(texts)
+        t0 = time.perf_counter()
+        out = self._embed_queries(texts)
+        telemetry.embedded("queries", len(texts), time.perf_counter() - t0)
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_queries([text])[0]
