@@ -94,7 +94,7 @@ _FAMILY_WORDS: tuple[tuple[bool, str], ...] = (
     (True, "price cost costs plan subscription pay pays paid fee rent salary budget charge"),
     (
         True,
-        "own owns owned owner maintain lead leads led manag responsible charge took handles assigned on-call oncall",
+        "owns owned owner maintain lead leads led manag responsible charge took handles assigned on-call oncall",
     ),
     (True, "diet vegan vegetarian pescatarian keto eat eats eating meat"),
     (True, "phone number email address contact"),
@@ -239,7 +239,10 @@ def _read(content: str) -> _Read:
     # thing's name may: "the frontend is Svelte now".)
     named = _relation_words(said)
     fams = frozenset(
-        i for i, (_, stems) in enumerate(_FAMILIES) for w in toks if w not in named and _in_family(w, stems)
+        i
+        for i, (_, stems) in enumerate(_FAMILIES)
+        for k, w in enumerate(toks)
+        if w not in named and _in_family(w, stems) and not _moves_a_thing(toks, k)
     )
     words = frozenset(
         t for t in toks if t not in STOPWORDS and t not in _FIRST and t not in _WE and len(t) > 1
@@ -299,6 +302,16 @@ def _named(said: str | None, content: str) -> bool:
     if any(e.kind == "name" and e.key == said for e in entities.extract(content, limit=6)):
         return True
     return token_rank(said) == 1 << 30 and re.match(rf"{re.escape(said.capitalize())}\b", content) is not None
+
+
+_MOVE = frozenset("move moved moving moves".split())
+_WHERE_TO = frozenset("to into from in back out abroad away house home here there".split())
+
+
+def _moves_a_thing(toks: list[str], k: int) -> bool:
+    """ "moved" that names no home: "we moved the pipelines off Travis", not "Maya moved to Porto"
+    (a move is somewhere when a place word follows it)."""
+    return toks[k] in _MOVE and (k + 1 >= len(toks) or toks[k + 1] not in _WHERE_TO)
 
 
 def _reports_event(toks: list[str], families: frozenset[int]) -> bool:

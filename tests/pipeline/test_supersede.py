@@ -76,6 +76,12 @@ def test_a_newer_value_of_the_same_attribute_replaces_the_older(old, new):
         ("We have a dog named Miso", "We adopted a second dog, Pepper"),  # additive news
         ("Maya lives in Lisbon", "Maya still lives in Lisbon"),  # a restatement
         ("Dana owns the billing service", "Priya took over the search service"),  # another thing
+        # "moved" a thing is no home, and "our own machines" no owner
+        ("The Orion database lives in eu-west-1", "We moved the Orion pipelines off Jenkins onto CircleCI"),
+        (
+            "Priya runs the on-call rotation for Orion incidents",
+            "CircleCI runs all Orion jobs now, on our own runners",
+        ),
     ],
 )
 def test_look_alikes_additions_and_restatements_supersede_nothing(old, new):
