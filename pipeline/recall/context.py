@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from memlane.pipeline.llm.service import LLMService
     from memlane.pipeline.providers.embedding.base import Embedder
     from memlane.pipeline.recall.assemble import HandlesReadAhead
+    from memlane.pipeline.records import Memory
     from memlane.pipeline.store import Store
 
 Vector = list[float]
@@ -54,9 +55,12 @@ class ReadAheads:
     centroids: CentroidsRead | None = None
     # Stage 9's handles of the memories it will likely take, read during stage 8.
     handles: HandlesReadAhead | None = None
+    # Stage 8's instructions and preferences with their cosines, read while the arms search.
+    directives: asyncio.Future[list[tuple[Memory, float | None]]] | None = None
 
     def cancel(self) -> None:
-        for read in (self.question, self.access, self.centroids.read if self.centroids else None):
+        reads = (self.question, self.access, self.centroids.read if self.centroids else None, self.directives)
+        for read in reads:
             if read is not None:
                 read.cancel()
         if self.handles is not None:

@@ -19,6 +19,7 @@ changes the content, and with it the cache key).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import OrderedDict
 from typing import Any
@@ -72,6 +73,19 @@ async def _condition_vectors(ctx: RecallContext, texts: dict[str, str]) -> dict[
     return out
 
 
+def _wanted(ctx: RecallContext) -> bool:
+    return ctx.config.recall.directives_max > 0 and ctx.request.ablation.adjustments
+
+
+def read_ahead(ctx: RecallContext) -> None:
+    """Start stage 8's read as soon as the question is embedded (retrieval calls this): its round
+    trip then runs beside the arms' searches, not after them."""
+    if ctx.reads.directives is None and ctx.question_vector is not None and _wanted(ctx):
+        ctx.reads.directives = asyncio.ensure_future(
+            ctx.store.directives(ctx.request.searched_projects, ctx.question_vector, READ)
+        )
+
+
 async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
     if cfg.directives_max <= 0:
@@ -79,7 +93,9 @@ async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Ca
     question = ctx.question_vector
     if question is None:
         return Step(candidates, status="skipped: the question was not embedded")
-    found = await ctx.store.directives(ctx.request.searched_projects, question, READ)
+    read_ahead(ctx)
+    assert ctx.reads.directives is not None  # (started above when it was not)
+    found = await asyncio.shield(ctx.reads.directives)
     now = ctx.clock()
     found = [(m, sim) for m, sim in found if ctx.request.filters.admits(m, now)]
     if not found:
