@@ -29,24 +29,27 @@ from memlane.pipeline.store.standalone import StandalonePostgres
 from memlane.server.settings import Settings, load
 
 # Every temporary directory of the session (the embedded servers' data directories among them, about
-# 2 GB each) lives under one directory, removed when the session ends: after pgserver's exit handler
-# has stopped the session's server (registered later, so it runs first).
+# 2 GB each) lives under one directory, removed when the session ends, with any server still running
+# in it: memlane's exit handler (pipeline/store/embedded.py), registered when it was imported above,
+# runs after this one, too late to stop a server whose directory is gone.
 SESSION_TMP = Path(tempfile.mkdtemp(prefix="memlane-tests-"))
 SESSION_TMP.chmod(0o755)  # the embedded server runs as another user when the tests run as root
 tempfile.tempdir = str(SESSION_TMP)
 os.environ["TMPDIR"] = str(SESSION_TMP)
 
 
-def _remove_session_tmp() -> None:
-    for pid_file in SESSION_TMP.glob("**/postmaster.pid"):  # a server a killed test process left
+def _remove_tree(root: Path) -> None:
+    """Stop the servers under ``root`` (the session's, or one a killed test process left), then
+    remove it."""
+    for pid_file in root.glob("**/postmaster.pid"):
         try:
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
         except (OSError, ValueError, IndexError):
             pass
-    shutil.rmtree(SESSION_TMP, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
-atexit.register(_remove_session_tmp)
+atexit.register(_remove_tree, SESSION_TMP)
 
 
 # Fixtures that start servers of their own (a standalone PostgreSQL, an embedded one in its own data
@@ -89,8 +92,7 @@ def _data_parent() -> Path:
         if shutil.disk_usage(SHM).free >= SHM_NEEDED and os.access(SHM, os.W_OK):
             d = Path(tempfile.mkdtemp(prefix="memlane-test-pg-", dir=SHM))
             d.chmod(0o755)
-            # Registered before the server starts, so it runs after pgserver's handler stopped it.
-            atexit.register(shutil.rmtree, d, True)
+            atexit.register(_remove_tree, d)
             return d
     except OSError:
         pass
