@@ -16,15 +16,14 @@ import re
 
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
+from memlane.pipeline.recall.threshold import informative_words
 from memlane.pipeline.records import Candidate, Memory
-from memlane.pipeline.words import STOPWORDS, token_rank
 
 # Uncommon words (cl100k id at or above ``RARE``) a reply must share with the statement it echoes.
 SHARED = 2
 RARE = 3000
 WINDOW = 20  # how far down the list the two are looked for
 _ROLE = re.compile(r"^\s*(user|human|me|assistant|ai)\s*:", re.I)
-_WORD = re.compile(r"[a-z][a-z0-9'-]{2,}")
 
 
 def role(m: Memory) -> str | None:
@@ -34,8 +33,8 @@ def role(m: Memory) -> str | None:
     return "assistant" if found.group(1).lower() in ("assistant", "ai") else "user"
 
 
-def _rare(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()[:4000]) if w not in STOPWORDS and token_rank(w) >= RARE}
+def _rare(text: str) -> frozenset[str]:
+    return informative_words(text[:4000], RARE)
 
 
 async def statements_first(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
