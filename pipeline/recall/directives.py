@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from memlane.pipeline.providers.embedding import embed_texts
+from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Candidate
@@ -64,9 +65,7 @@ async def _condition_vectors(ctx: RecallContext, texts: dict[str, str]) -> dict[
         vectors = await embed_texts(
             ctx.embedder, list(missing.values()), ctx.config.embedding.embed_timeout_s
         )
-        for (mid, text), vec in zip(missing.items(), vectors, strict=True):
-            v = np.asarray(vec, dtype=np.float32)
-            v = v / (np.linalg.norm(v) or 1.0)
+        for (mid, text), v in zip(missing.items(), unit_rows(vectors), strict=True):
             out[mid] = _CACHE[(mid, text)] = v
             if len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
@@ -101,18 +100,12 @@ async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Ca
     if not found:
         return Step(candidates, status="skipped: no instruction or preference in the project")
     conditions = {str(m.id): c for m, _ in found if (c := condition(m.content))}
-    q = np.asarray(question, dtype=np.float32)
-    q = q / (np.linalg.norm(q) or 1.0)
+    [q] = unit_rows([question])
     vectors = await _condition_vectors(ctx, conditions) if conditions else {}
     judged = []
     for m, sim in found:
         by_condition = float(vectors[str(m.id)] @ q) if str(m.id) in vectors else None
-        best = (
-            max(s for s in (sim, by_condition) if s is not None)
-            if (sim, by_condition) != (None, None)
-            else 0.0
-        )
-        judged.append((best, m))
+        judged.append((max((s for s in (sim, by_condition) if s is not None), default=0.0), m))
     chosen = sorted([(s, m) for s, m in judged if s >= cfg.directive_min_similarity], key=lambda p: -p[0])[
         : cfg.directives_max
     ]
