@@ -102,6 +102,12 @@ class EmbeddingConfig(Section):
         default=None, description="openai: from MEMLANE_EMBEDDING__API_KEY or OPENAI_API_KEY."
     )
     timeout_s: float = Field(default=30.0, gt=0, le=600, description="openai: seconds per API request.")
+    passages: bool = Field(
+        default=True,
+        description="A memory longer than the model's window (all-MiniLM-L6-v2: about 1,000 characters) "
+        "also gets a vector for each later part, so recall finds it by any part; false: by its first "
+        "window only (less storage and write time).",
+    )
     embed_timeout_s: float = Field(
         default=60.0,
         gt=0,

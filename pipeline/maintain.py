@@ -27,7 +27,7 @@ from memlane.pipeline import validate as v
 from memlane.pipeline.entities import extract
 from memlane.pipeline.errors import InvalidInput, StoreError
 from memlane.pipeline.records import Memory
-from memlane.pipeline.remember import facttypes, summaries
+from memlane.pipeline.remember import facttypes, passages, summaries
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.links import link_settings
 from memlane.pipeline.store.graph import LinkItem
@@ -268,6 +268,36 @@ async def _event_times(ctx: TaskContext) -> dict[str, Any]:
     return {"read": read, "dated": dated}
 
 
+PASSAGE_BATCH = 64
+
+
+async def _passages(ctx: TaskContext) -> dict[str, Any]:
+    """Passages (remember/passages.py) for long memories that have none: stored before migration
+    0016 or while ``embedding.passages`` was false. In id order and batches of ``PASSAGE_BATCH``,
+    each its own transaction. A memory that turns out to fit the window (its characters said it
+    might not) is read again by the next run: only its tokens are counted, nothing is embedded."""
+    store, embedder, cfg = ctx.write.store, ctx.write.embedder, ctx.write.config.embedding
+    await asyncio.to_thread(embedder.load)
+    if not cfg.passages or embedder.window is None:
+        why = "embedding.passages is false" if not cfg.passages else "the model's window is not known"
+        return {"skipped": why}
+    total = await store.count_passage_backlog(None, embedder.window)
+    if ctx.dry_run:
+        return {"would_read": total}
+    read = memories = made = 0
+    after: UUID | None = None
+    ctx.report(0, total)
+    while batch := await store.passage_backlog(after, PASSAGE_BATCH, embedder.window):
+        vectors = await passages.embed_passages(embedder, [c for _, _, c in batch], cfg.embed_timeout_s)
+        items = [(mid, project, v) for (mid, project, _), v in zip(batch, vectors, strict=True)]
+        memories += await store.add_passages(items, model_id=embedder.vector_ids)
+        made += sum(len(v) for v in vectors)
+        read += len(batch)
+        after = batch[-1][0]
+        ctx.report(read, max(total, read))
+    return {"read": read, "memories": memories, "passages": made}
+
+
 LINK_BATCH = 200
 
 
@@ -310,6 +340,7 @@ TASKS: dict[str, Task] = {
         Task(
             "event_times", "the times memories' contents name, for memories stored before them", _event_times
         ),
+        Task("passages", "vectors for the later parts of long memories stored before them", _passages),
         Task(
             "summaries",
             "topics and fact types for memories stored before them; refresh changed category summaries",
@@ -334,8 +365,16 @@ async def reembed(
     done = 0
     async for batch in store.iter_memories(batch=batch_size, missing_embedding=True):
         vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in batch])
+        later = await passages.embed_passages(
+            embedder,
+            [m.content for m in batch],
+            ctx.config.embedding.embed_timeout_s,
+            enabled=ctx.config.embedding.passages,
+        )
         await store.set_embeddings(
-            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)], model_id=embedder.vector_ids
+            [(m.id, vec) for m, vec in zip(batch, vectors, strict=True)],
+            model_id=embedder.vector_ids,
+            passages=[(m.id, m.project, ps) for m, ps in zip(batch, later, strict=True)],
         )
         done += len(batch)
         if progress:

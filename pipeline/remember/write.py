@@ -44,7 +44,7 @@ from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
 from memlane.pipeline.providers.embedding.base import unit_rows
 from memlane.pipeline.records import Memory, Remembered, Replaced
-from memlane.pipeline.remember import content_filter, extract, facttypes
+from memlane.pipeline.remember import content_filter, extract, facttypes, passages
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.links import LinkPlan, link_plan, link_settings, relates_to
@@ -186,7 +186,8 @@ async def _remember_in_parts(
                         searched.cancel()
                 for i, m, v, h in zip(part, mine, vecs, hits, strict=True):
                     final[i], vectors[i], found[i] = m, v, h
-                yield part, stored_rows(mine, vecs, assigned)
+                later = await passages.for_inputs(ctx, [m.content for m in mine])
+                yield part, stored_rows(mine, vecs, assigned, parts=later)
         finally:
             if started is not None:
                 started.cancel()
@@ -271,19 +272,26 @@ async def store_inputs(
     if vectors is None:
         with telemetry.span("remember.embed", **n):
             vectors = await embed(ctx, inputs)
-    # The neighbour search is the database's work and topics are Python's: side by side, each runs
-    # while the other waits (neither reads what the other decides).
-    with telemetry.span("remember.novelty_and_topics", **n):
-        searched = asyncio.ensure_future(
-            novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
-        )
-        try:
-            inputs, assigned = await assign_topics(ctx, inputs, vectors)
-            near, found = await searched
-        finally:
-            searched.cancel()
-    with telemetry.span("remember.insert", **n):
-        results = await insert(ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence)
+    # A long memory's passages are embedded while the database searches its neighbours.
+    later = asyncio.ensure_future(passages.for_inputs(ctx, [m.content for m in inputs]))
+    try:
+        # The neighbour search is the database's work and topics are Python's: side by side, each
+        # runs while the other waits (neither reads what the other decides).
+        with telemetry.span("remember.novelty_and_topics", **n):
+            searched = asyncio.ensure_future(
+                novelty(ctx, inputs, vectors, similar=similar, links=links, found=found)
+            )
+            try:
+                inputs, assigned = await assign_topics(ctx, inputs, vectors)
+                near, found = await searched
+            finally:
+                searched.cancel()
+        with telemetry.span("remember.insert", **n):
+            results = await insert(
+                ctx, inputs, vectors, assigned, links=links, near=near, sequence=sequence, parts=await later
+            )
+    finally:
+        later.cancel()
     with telemetry.span("remember.supersede", **n):
         return await supersede_new(ctx, results, inputs, vectors, found)
 
@@ -365,9 +373,11 @@ async def insert(
     links: LinkPlan | None,
     near: list[Near],
     sequence: tuple[str, float | None] | None = None,
+    parts: Sequence[passages.Passages] | None = None,
 ) -> list[Remembered]:
-    """Step 7: the rows, with their entities and graph links, in one transaction."""
-    rows = stored_rows(inputs, vectors, assigned, sequence)
+    """Step 7: the rows, with their passages (``parts``), entities and graph links, in one
+    transaction."""
+    rows = stored_rows(inputs, vectors, assigned, sequence, parts)
     with _topics_kept_only_if_stored(ctx, inputs):
         results = await ctx.store.insert(rows, model_id=ctx.embedder.vector_ids, links=links)
     return _remembered(inputs, results, near)
@@ -389,10 +399,12 @@ def stored_rows(
     vectors: list[list[float]],
     assigned: Sequence[Assignment | None],
     sequence: tuple[str, float | None] | None = None,
+    parts: Sequence[passages.Passages] | None = None,
 ) -> list[StoredRow]:
     """The rows step 7 writes: each input's columns as the caller gave them (checked), with its
-    vector, topics and event time."""
+    vector, topics, event time and passages' vectors."""
     now = datetime.now(UTC)
+    parts = parts if parts is not None else [()] * len(inputs)
     return [
         StoredRow(
             values={
@@ -404,8 +416,9 @@ def stored_rows(
             auto_topics=a.auto if a is not None else (),
             sequence=sequence is not None,
             sequence_gap_s=sequence[1] if sequence is not None else None,
+            passages=ps,
         )
-        for m, vec, a in zip(inputs, vectors, assigned, strict=True)
+        for m, vec, a, ps in zip(inputs, vectors, assigned, parts, strict=True)
     ]
 
 
@@ -580,6 +593,7 @@ async def enrich(ctx: WriteContext, results: list[Remembered], inputs: list[Memo
 async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> Memory:
     """Steps 4, 6 and 7 for an update's ``fields`` (``MemoryPatch.changes``): new content is
     embedded again and gets topics and a fact type again (among the existing topics)."""
+    new_passages: passages.Passages = ()
     if "content" in fields or "occurred_at" in fields:
         current = await ctx.store.get(memory_id)
         said = fields.get("occurred_at", current.occurred_at) or current.created_at
@@ -588,6 +602,12 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
         try:
             [fields["embedding"]] = await embed_texts(
                 ctx.embedder, [fields["content"]], ctx.config.embedding.embed_timeout_s
+            )
+            [new_passages] = await passages.embed_passages(
+                ctx.embedder,
+                [fields["content"]],
+                ctx.config.embedding.embed_timeout_s,
+                enabled=ctx.config.embedding.passages,
             )
         except EmbeddingFailed as e:
             raise EmbeddingFailed(f"{e}; the memory was not changed") from e
@@ -598,7 +618,13 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
             )
             fields.setdefault("fact_type", facttypes.classify(fields["content"]))
     plan = LinkPlan(settings=link_settings(ctx.config.graph, ctx.embedder), entities=[])
-    updated = await ctx.store.update(memory_id, fields, model_id=ctx.embedder.vector_ids, links=plan)
+    updated = await ctx.store.update(
+        memory_id,
+        fields,
+        model_id=ctx.embedder.vector_ids,
+        links=plan,
+        passages=list(new_passages) if "content" in fields else None,
+    )
     if "embedding" in fields:
         # New content is a new statement: step 8 as for a new memory, which may mark this one.
         [judged] = await supersede_new(

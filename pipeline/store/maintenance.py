@@ -3,7 +3,7 @@ merge tasks. Mixed into ``Store``; every query goes through ``Store._connection(
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +20,7 @@ from memlane.pipeline.store.base import StorePart, one_row
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH, neighbour_scan
 from memlane.pipeline.store.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.pipeline.store.vectors import project_is
+from memlane.pipeline.store.writes import write_passages
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,54 @@ class MaintenanceQueries(StorePart):
                 ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
             )
             return cur.rowcount
+
+    async def passage_backlog(
+        self, after: UUID | None, batch: int, min_chars: int
+    ) -> list[tuple[UUID, str, str]]:
+        """Up to ``batch`` memories longer than ``min_chars`` characters that have a vector but no
+        passages, by id after ``after``: (id, project, content)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT m.id, m.project, m.content FROM memories m"
+                " WHERE char_length(m.content) > %(min)s AND m.embedding IS NOT NULL"
+                " AND (%(after)s::uuid IS NULL OR m.id > %(after)s::uuid)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id)"
+                " ORDER BY m.id LIMIT %(batch)s",
+                {"after": after, "batch": batch, "min": min_chars},
+            )
+            return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def count_passage_backlog(self, after: UUID | None, min_chars: int) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM memories m"
+                " WHERE char_length(m.content) > %(min)s AND m.embedding IS NOT NULL"
+                " AND (%(after)s::uuid IS NULL OR m.id > %(after)s::uuid)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id)",
+                {"after": after, "min": min_chars},
+            )
+            count: int = (await one_row(cur))[0]
+            return count
+
+    async def add_passages(
+        self, items: list[tuple[UUID, str, tuple[Any, ...]]], *, model_id: str | Collection[str]
+    ) -> int:
+        """Passages (memory id, project, vectors) for memories that have none and are still stored,
+        if the store's model is still ``model_id``'s; returns how many memories got them."""
+        items = [i for i in items if i[2]]
+        if not items:
+            return 0
+        async with self._connection() as conn, conn.transaction():
+            await self._check_model(conn, model_id)
+            cur = await conn.execute(
+                "SELECT m.id FROM memories m WHERE m.id = ANY(%s)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id) FOR SHARE",
+                ([i[0] for i in items],),
+            )
+            open_ids = {r[0] for r in await cur.fetchall()}
+            todo = [i for i in items if i[0] in open_ids]
+            await write_passages(conn, todo)
+            return len(todo)
 
     # -- merge ----------------------------------------------------------------------------------
 

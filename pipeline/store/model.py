@@ -63,6 +63,9 @@ class ModelSettings(StorePart):
             indexed = await vectors.drop_all(conn)
             await conn.execute("UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL")
             await conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
+            # Passages are the old model's too: `memlane reembed` (or the task) makes them again.
+            await conn.execute("DELETE FROM memory_passages")
+            await conn.execute(f"ALTER TABLE memory_passages ALTER COLUMN embedding TYPE vector({int(dim)})")
             # Automatic topics' centroids are sums of the old model's vectors: they start again.
             await conn.execute("DELETE FROM memlane_topics")
             await vectors.recreate(conn, indexed)

@@ -118,11 +118,14 @@ class Reads(StorePart):
                 params,
             )
             (missing,) = await one_row(cur)
+            cur = await conn.execute(f"SELECT count(*) FROM memory_passages {scope}", params)
+            (passages,) = await one_row(cur)
         return {
             "memories": sum(per_project.values()),
             "projects": per_project,
             "embedding_model": settings.get("embedding_model"),
             "embedding_dim": int(settings["embedding_dim"]) if "embedding_dim" in settings else None,
             "missing_embeddings": missing,
+            "passages": passages,  # the vectors of long memories' parts (remember/passages.py)
             "schema_version": self.schema_version,
         }

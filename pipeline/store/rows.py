@@ -173,6 +173,9 @@ class StoredRow:
     # The automatic topics this row joins, with the key terms a topic gets if this row creates it:
     # their centroids take the row's embedding when the row is created (not for a duplicate).
     auto_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The vectors of a long memory's later parts (remember/passages.py), written with it when it is
+    # created (not for a duplicate).
+    passages: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.values.keys() != _WRITTEN_NAMES:

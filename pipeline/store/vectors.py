@@ -65,6 +65,11 @@ def index_name(project: str) -> str:
     return "memories_vec_" + _digest(project)
 
 
+def passages_index_name(project: str) -> str:
+    """The project's index of its long memories' passages (migration 0016)."""
+    return "passages_vec_" + _digest(project)
+
+
 def text_index_name(project: str) -> str:
     """The project's full-text index (the keyword arm's)."""
     return "memories_tsv_" + _digest(project)
@@ -83,6 +88,10 @@ async def create_index(conn: psycopg.AsyncConnection, project: str) -> None:
     where = project_is("project", project, placeholders=False)
     await conn.execute(
         f"CREATE INDEX IF NOT EXISTS {index_name(project)} ON memories"
+        f" USING hnsw (embedding vector_cosine_ops) WITH ({HNSW_OPTIONS}) WHERE {where}"
+    )
+    await conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {passages_index_name(project)} ON memory_passages"
         f" USING hnsw (embedding vector_cosine_ops) WITH ({HNSW_OPTIONS}) WHERE {where}"
     )
     await conn.execute(
@@ -111,6 +120,7 @@ async def drop_all(conn: psycopg.AsyncConnection) -> list[str]:
     projects = await indexed_projects(conn)
     for p in projects:
         await conn.execute(f"DROP INDEX IF EXISTS {index_name(p)}")
+        await conn.execute(f"DROP INDEX IF EXISTS {passages_index_name(p)}")
     await conn.execute(f"DROP INDEX IF EXISTS {GLOBAL_INDEX}")
     return projects
 

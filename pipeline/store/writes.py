@@ -35,6 +35,48 @@ WRITE_LOCK_CLASS = 0x6D6C77
 VERSIONED = frozenset({"content", "occurred_at", "category", "tags", "metadata"})
 
 
+async def write_passages(
+    conn: psycopg.AsyncConnection, items: list[tuple[UUID, str, tuple[Any, ...]]]
+) -> None:
+    """Passages (memory id, its project, its passages' vectors in order) in one INSERT, the vectors
+    in pgvector's binary form."""
+    ids: list[UUID] = []
+    parts: list[int] = []
+    projects: list[str] = []
+    vecs: list[Any] = []
+    for mid, project, passages in items:
+        for i, v in enumerate(passages, start=1):
+            ids.append(mid)
+            parts.append(i)
+            projects.append(project)
+            vecs.append(update_param("embedding", v))
+    if ids:
+        await conn.execute(
+            "INSERT INTO memory_passages (memory_id, part, project, embedding)"
+            " SELECT * FROM unnest(%s::uuid[], %s::int2[], %s::text[], %b::vector[])",
+            (ids, parts, projects, vecs),
+        )
+
+
+def created_passages(
+    rows: list[StoredRow], out: list[tuple[UUID, bool]]
+) -> list[tuple[UUID, str, tuple[Any, ...]]]:
+    """The passages of the rows a batch created (a duplicate's are the stored memory's already)."""
+    items: dict[UUID, tuple[UUID, str, tuple[Any, ...]]] = {}
+    for r, (mid, created) in zip(rows, out, strict=True):
+        if created and r.passages:
+            items.setdefault(mid, (mid, r.project, r.passages))
+    return list(items.values())
+
+
+async def replace_passages(
+    conn: psycopg.AsyncConnection, memory_id: UUID, project: str, passages: list[Any]
+) -> None:
+    """A memory's passages made again (its content or the model changed)."""
+    await conn.execute("DELETE FROM memory_passages WHERE memory_id = %s", (memory_id,))
+    await write_passages(conn, [(memory_id, project, tuple(passages))])
+
+
 class Writes(StorePart):
     """Mixed into Store; needs ``_connection()``, ``_check_model`` (model.py), ``index_projects``
     (vectors.py) and ``get`` (reads.py)."""
@@ -111,6 +153,7 @@ class Writes(StorePart):
                 mid, created = ids[key]
                 out.append((mid, created and key not in seen))  # a repeat later in the batch is a duplicate
                 seen.add(key)
+            await write_passages(conn, created_passages(batch, out))
             if links is not None:  # the graph, in the same transaction: stored whole or not at all
                 plan = links.after_insert(batch, out)
                 await write_links(conn, plan.items, plan.settings, plan.chain)
@@ -239,8 +282,10 @@ class Writes(StorePart):
         *,
         model_id: str | Collection[str] | None = None,
         links: LinkPlanner | None = None,
+        passages: list[Any] | None = None,
     ) -> Memory:
-        """Set some columns of one memory in one transaction. New content or occurred_at gets a new
+        """Set some columns of one memory in one transaction (``passages``: the vectors of new
+        content's later parts, replacing the old ones). New content or occurred_at gets a new
         content hash computed from the row as locked here, so a concurrent update of the other field
         cannot leave a stale hash."""
         unknown = set(fields) - UPDATABLE
@@ -286,6 +331,8 @@ class Writes(StorePart):
                     "an identical memory (same project, content and occurred_at) already exists"
                 ) from e
             row = await cur.fetchone()
+            if row is not None and passages is not None:
+                await replace_passages(conn, memory_id, row["project"], passages)
             if row is not None and links is not None and ("content" in fields or "occurred_at" in fields):
                 # New content or date: its entities, relates_to and same_time links are made again.
                 await unlink_content(conn, memory_id)
@@ -336,8 +383,14 @@ class Writes(StorePart):
             )
 
     async def set_embeddings(
-        self, pairs: list[tuple[UUID, list[float]]], *, model_id: str | Collection[str] | None = None
+        self,
+        pairs: list[tuple[UUID, list[float]]],
+        *,
+        model_id: str | Collection[str] | None = None,
+        passages: list[tuple[UUID, str, tuple[Any, ...]]] | None = None,
     ) -> None:
+        """Set memories' vectors; ``passages`` (memory id, project, vectors): those memories'
+        passages made again."""
         async with self._connection() as conn, conn.transaction():
             if model_id is not None:
                 await self._check_model(conn, model_id)
@@ -346,3 +399,8 @@ class Writes(StorePart):
                     "UPDATE memories SET embedding = %s WHERE id = %s",
                     [(update_param("embedding", v), i) for i, v in pairs],
                 )
+            if passages is not None:
+                await conn.execute(
+                    "DELETE FROM memory_passages WHERE memory_id = ANY(%s)", ([p[0] for p in passages],)
+                )
+                await write_passages(conn, passages)

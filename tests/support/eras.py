@@ -27,7 +27,7 @@ MIGRATIONS_TABLE = (
     " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
 )
 # Indexes made per project (store/vectors.py): which exist depends on the data, not the schema.
-PER_PROJECT = ("memories_vec_", "memories_tsv_")
+PER_PROJECT = ("memories_vec_", "memories_tsv_", "passages_vec_")
 
 
 def at(day: int, hour: int = 12) -> datetime:
@@ -50,6 +50,8 @@ def record_model(conn: psycopg.Connection, version: int, model_id: str, dim: int
     dimension and, before migration 0008, one HNSW index over every project."""
     with conn.transaction():
         conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
+        if version >= 16:
+            conn.execute(f"ALTER TABLE memory_passages ALTER COLUMN embedding TYPE vector({int(dim)})")
         if version < 8:
             conn.execute(
                 f"CREATE INDEX {vectors.GLOBAL_INDEX} ON memories USING hnsw (embedding vector_cosine_ops)"
@@ -237,6 +239,15 @@ def write_era(dsn: str, version: int, embed) -> Era:
                 (era.id("a2"), at(5), era.id("a1")),
             )
             era.memories["a1"].update(superseded_by=era.id("a2"), valid_until=at(5))
+        if version >= 16:  # a passage of a3 (as if it were long), and alpha's index of passages
+            conn.execute(
+                f"CREATE INDEX {vectors.passages_index_name('alpha')} ON memory_passages USING hnsw"
+                f" (embedding vector_cosine_ops) WITH ({vectors.HNSW_OPTIONS}) WHERE {where}"
+            )
+            conn.execute(
+                "INSERT INTO memory_passages (memory_id, part, project, embedding) VALUES (%s, 1, 'alpha', %s)",
+                (era.id("a3"), str(list(vecs[2]))),
+            )
         era.settings = dict(conn.execute("SELECT key, value FROM memlane_settings").fetchall())
     return era
 

@@ -110,6 +110,38 @@ class Embedder(ABC):
     def _load(self) -> None:  # noqa: B027 - optional hook
         pass
 
+    def token_offsets(self, text: str) -> list[tuple[int, int]] | None:
+        """The character span of each of ``text``'s tokens as this model reads them, without
+        truncation; None: the model does not say (its window is not known to cut a memory short)."""
+        return None
+
+    # The most tokens the model reads of one text, its special tokens left out (None: unknown).
+    window: int | None = None
+
+    def passages(self, text: str) -> list[str]:
+        """The parts of a text longer than the model's window, to be embedded beside the text's own
+        vector (which reads its first window only): each half a window long, each starting three
+        quarters of a part after the one before it (the first that far into the text), so a
+        sentence cut at one part's end is whole in the next; the last ends at the text's end. Half
+        a window: a fact of one or two sentences weighs twice as much in its part's vector as in a
+        whole window's. Empty for a text within the window."""
+        self.load()  # some models know their window once loaded
+        if self.window is None:
+            return []
+        offsets = self.token_offsets(text)
+        if not offsets or len(offsets) <= self.window:
+            return []
+        n, size = len(offsets), max(1, self.window // 2)
+        step = max(1, size * 3 // 4)
+        out: list[str] = []
+        start = step
+        while True:
+            end = min(start + size, n)
+            out.append(text[offsets[start][0] : offsets[end - 1][1]])
+            if end >= n:
+                return out
+            start += step
+
     def embed_passages(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts to be stored and searched (memories)."""
         self.load()

@@ -106,6 +106,7 @@ class OnnxEmbedder(Embedder):
         self.threads = threads or min(4, os.cpu_count() or 1)
         self._session: onnxruntime.InferenceSession | None = None  # once loaded
         self._tokenizer: Tokenizer | None = None
+        self._spanner: Tokenizer | None = None
         self.model_path: Path | None = None
 
     @classmethod
@@ -125,13 +126,20 @@ class OnnxEmbedder(Embedder):
 
         # MiniLM's BertTokenizer (do_lower_case, strip_accents unset: lower-casing strips them as
         # BERT's uncased vocabulary expects), with [CLS] ... [SEP] around each text.
-        tok = Tokenizer(
-            models.WordPiece.from_file(str(VOCAB), unk_token="[UNK]", max_input_chars_per_word=100)
-        )
-        tok.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
-        )
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        def wordpieces() -> Tokenizer:
+            t = Tokenizer(
+                models.WordPiece.from_file(str(VOCAB), unk_token="[UNK]", max_input_chars_per_word=100)
+            )
+            t.normalizer = normalizers.BertNormalizer(
+                clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+            )
+            t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            return t
+
+        tok = wordpieces()
+        # The same tokens without truncation or [CLS]/[SEP], for the spans of a long memory's
+        # passages; a tokenizer of its own, as truncation is the tokenizer's state, not a call's.
+        self._spanner = wordpieces()
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]",
@@ -167,6 +175,13 @@ class OnnxEmbedder(Embedder):
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.model_path = path
         log.info("loaded embedding model %s (%d dimensions, onnxruntime) from %s", self.name, self.dim, path)
+
+    window = MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's positions
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        self.load()
+        assert self._spanner is not None
+        return [tuple(o) for o in self._spanner.encode(text).offsets]  # type: ignore[misc]
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         # Shortest first, so a batch pads to lengths alike (a long memory does not make every short

@@ -100,7 +100,21 @@ class SentenceTransformerEmbedder(Embedder):
         if self.dim and actual != self.dim:
             raise ConfigError(f"embedding.dimensions is {self.dim} but model {self.name!r} produces {actual}")
         self.dim = actual
+        # The window passages are cut to (special tokens left out); a tokenizer that cannot give
+        # each token's characters (not a "fast" one) leaves long memories to their first window.
+        if getattr(self._model.tokenizer, "is_fast", False) and self._model.max_seq_length:
+            self.window = int(self._model.max_seq_length) - 2
         log.info("loaded embedding model %s (%d dimensions) from %s", self.name, self.dim, path)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]] | None:
+        self.load()
+        assert self._model is not None
+        if self.window is None:
+            return None
+        enc = self._model.tokenizer(
+            text, add_special_tokens=False, truncation=False, return_offsets_mapping=True, verbose=False
+        )
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         assert self._model is not None  # _embed runs after load()

@@ -149,7 +149,11 @@ async def test_a_store_of_every_earlier_schema_upgrades_with_its_data(
         per_project = {r[0] for r in eras.schema(conn, per_project=True)["indexes"]} - {
             r[0] for r in fresh_schema["indexes"]
         }
-        assert per_project == {vectors.index_name("alpha"), vectors.text_index_name("alpha")}
+        assert per_project == {
+            vectors.index_name("alpha"),
+            vectors.text_index_name("alpha"),
+            vectors.passages_index_name("alpha"),
+        }
 
 
 # Enough memories at schema 1 that migration 0002 (every memory's lexemes into the BM25

@@ -201,5 +201,33 @@ async def test_the_union_statement_s_generic_plan_expects_k_candidates_per_arm(
     with pg.connect(database_url) as conn:
         [[plan]] = conn.execute("EXPLAIN (GENERIC_PLAN, FORMAT JSON) " + generic).fetchone()
     limits = [n for n in _plan_nodes(plan["Plan"]) if n["Node Type"] == "Limit"]
-    assert len(limits) == 2  # the vector and keyword arms' top k
+    # The vector arm's three (its memories' top k, its passages' top k, their union's) and the
+    # keyword arm's.
+    assert len(limits) == 4
     assert all(n["Plan Rows"] <= 10 for n in limits), [n["Plan Rows"] for n in limits]
+
+
+async def test_an_indexed_project_s_passages_are_searched_through_their_own_index(
+    engine, database_url, monkeypatch
+):
+    from memlane.pipeline.store.search import SQL_ARMS, KeywordBounds, SearchQueries
+
+    monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", 2)
+    long = "assistant: " + " ".join(["Keep the build green and the tests fast."] * 60)
+    await engine.remember_many(
+        [{"content": long, "project": "big"}, {"content": "user: hi", "project": "big"}]
+    )
+    await engine.remember({"content": "user: and another", "project": "big"})
+    with psycopg.connect(database_url) as conn:
+        indexes = {
+            r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_passages'")
+        }
+    assert vectors.passages_index_name("big") in indexes
+    where, params = SearchQueries._where(Filters(projects=("big",)), "tests", KeywordBounds())
+    params["emb"] = str(list(engine.embedder.embed_query("fast tests")))
+    sql = SQL_ARMS["vector"].query(where, 5, "big").replace("%(emb)b", "%(emb)s::vector")
+    with psycopg.connect(database_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_sort = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
+    assert vectors.passages_index_name("big") in plan
