@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 from memlane.bench import unrelated
 from memlane.bench.common import (
     BenchContext,
+    admin_connection,
     bench_engine,
     config_snapshot,
     percentiles,
@@ -228,10 +230,97 @@ async def ask(ctx: BenchContext, stored: list[Stored], show: bool) -> list[dict[
     return rows
 
 
+# Long memories found in full: a sentence from past a long turn's first window (what the embedding
+# model reads of its own vector), asked as the question; the turn in the first 1 / 10 is a hit.
+PROBES_MAX = 200
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CODE = re.compile(r"[{}();=<>`_/\\]")
+
+
+def probe_sentence(embedder: Any, text: str) -> str | None:
+    """The middle one of the prose sentences (8 to 40 words, no code) that start past ``text``'s
+    first window, or None (the text fits the window, or its tail is code)."""
+    window = getattr(embedder, "window", None)
+    if window is None:
+        return None
+    offsets = embedder.token_offsets(text)
+    if not offsets or len(offsets) <= window:
+        return None
+    tail = text[offsets[window][0] :]
+    sentences = [
+        x.strip()
+        for x in _SENTENCE_END.split(tail)[1:]  # the first may be cut
+        if 8 <= len(x.split()) <= 40 and not _CODE.search(x)
+    ]
+    return sentences[len(sentences) // 2] if sentences else None
+
+
+async def probe_long(ctx: BenchContext, stored: list[Stored], show: bool) -> dict[str, Any]:
+    """``PROBES_MAX`` long turns at most (evenly spread), each asked for by a sentence of its end."""
+    embedder = ctx.engine.embedder
+    await asyncio.to_thread(embedder.load)
+    found: list[tuple[Stored, int, str]] = []
+    for s in stored:
+        for t in s.conv.turns:
+            sentence = probe_sentence(embedder, f"{t.role}: {t.content}")
+            if sentence is not None:
+                found.append((s, t.id, sentence))
+    if not found:
+        return {"probes": 0}
+    step = max(1, len(found) // PROBES_MAX)
+    chosen = found[::step][:PROBES_MAX]
+    ranks: list[int | None] = []
+    with progress(len(chosen), "long memories", show, unit="q") as bar:
+        for s, turn, sentence in chosen:
+            result = await ctx.engine.recall(
+                {
+                    "query": sentence,
+                    "project": s.project,
+                    "limit": 10,
+                    "reference_time": s.conv.reference_time.isoformat(),
+                    "count_accesses": False,
+                }
+            )
+            ids = [s.chat_of.get(str(c.memory.id)) for c in result.ranked]
+            ranks.append(ids.index(turn) if turn in ids else None)
+            bar.update(1)
+    return {
+        "probes": len(chosen),
+        "long_turns": len(found),
+        "hit@1": round(fmean(r == 0 for r in ranks), 3),
+        "hit@10": round(fmean(r is not None for r in ranks), 3),
+    }
+
+
 def _block(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "questions": len(rows),
         **{f"R@{k}": round(fmean(r["recall"][k] for r in rows), 3) for k in K_VALUES},
+    }
+
+
+async def stored_size(ctx: BenchContext, projects: list[str]) -> dict[str, Any]:
+    """What the run's memories take: their rows and their passages' rows (remember/passages.py),
+    as PostgreSQL stores them (pg_column_size of each row; indexes not counted)."""
+    async with admin_connection(ctx.engine.store) as conn:
+        cur = await conn.execute(
+            "SELECT count(*), coalesce(sum(pg_column_size(m.*)), 0) FROM memories m WHERE m.project = ANY(%s)",
+            (projects,),
+        )
+        memories, memory_bytes = await cur.fetchone() or (0, 0)
+        cur = await conn.execute(
+            "SELECT count(*), count(DISTINCT memory_id), coalesce(sum(pg_column_size(p.*)), 0)"
+            " FROM memory_passages p WHERE p.project = ANY(%s)",
+            (projects,),
+        )
+        passages, with_passages, passage_bytes = await cur.fetchone() or (0, 0, 0)
+    n = max(memories, 1)
+    return {
+        "memories": memories,
+        "passages": passages,
+        "memories_with_passages": with_passages,
+        "bytes_per_memory": round(memory_bytes / n),
+        "passage_bytes_per_memory": round(passage_bytes / n),
     }
 
 
@@ -240,7 +329,9 @@ async def run(settings, data: Path, *, embedder=None, show_progress: bool = True
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.runtime.warm)  # the model's load is no remember's time
         stored, remember = await store(ctx, convs, show_progress)
+        storage = await stored_size(ctx, [s.project for s in stored])
         rows = await ask(ctx, stored, show_progress)
+        long_memories = await probe_long(ctx, stored, show_progress)
         vers = await versions(ctx.engine)
         config = config_snapshot(
             ctx,
@@ -271,6 +362,8 @@ async def run(settings, data: Path, *, embedder=None, show_progress: bool = True
         "knowledge_update_current_first": {"hits": sum(ku), "questions": len(ku)},
         "contradiction_both_sides": {"hits": sum(cr), "questions": len(cr)},
         "remember": remember,
+        "storage": storage,
+        "long_memories": long_memories,
         "latency_ms": percentiles(r["ms"] for r in rows),
         "stage_ms": stage_percentiles(stage_ms),
         "tokens_delivered": percentiles(r["tokens"] for r in rows),
@@ -308,4 +401,17 @@ def markdown(r: dict[str, Any]) -> str:
         f"Recall p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms; tokens delivered p50 {tok['p50']:.0f}; "
         f"remember {rem['per_second']} calls/s ({rem['calls']} calls).",
     ]
+    if (lm := r.get("long_memories")) and lm.get("probes"):
+        lines += [
+            "",
+            f"Long memories found by their end: {lm['probes']} sentences from past a long turn's first "
+            f"window, asked as questions; the turn first {lm['hit@1']:.3f}, in the first 10 {lm['hit@10']:.3f}.",
+        ]
+    if st := r.get("storage"):
+        lines += [
+            "",
+            f"Storage: {st['memories']} memories, {st['memories_with_passages']} of them with passages "
+            f"({st['passages']} passages); {st['bytes_per_memory']} bytes per memory's row and "
+            f"{st['passage_bytes_per_memory']} more per memory for passages (indexes not counted).",
+        ]
     return "\n".join(lines) + "\n"

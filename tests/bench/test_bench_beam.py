@@ -25,6 +25,19 @@ TURNS = [
     ),
     ("user", "I deployed the budget tracker to a VPS with gunicorn.", "April-02-2024"),
     ("assistant", "Deploying with gunicorn behind nginx on a VPS works well.", None),
+    ("user", "How should I structure the app as it grows?", None),
+    (  # longer than the model's window: its end is found by its passages
+        "assistant",
+        " ".join(
+            ["Split the views into blueprints and keep each blueprint's templates beside it."] * 30
+            + [
+                "For the reports page, cache the monthly totals in Redis so the charts load quickly.",
+                "Rotate the nginx access logs weekly and keep four weeks of them on the server.",
+                "Back up the PostgreSQL database every night to an object storage bucket in another region.",
+            ]
+        ),
+        None,
+    ),
 ]
 QUESTIONS = {
     "information_extraction": [{"question": "How did I deploy the budget tracker?", "source_chat_ids": [6]}],
@@ -65,6 +78,15 @@ def test_a_conversation_through_the_tool_path(folder, database_url, tmp_path, em
         "questions": 3,  # abstention has no evidence
     }
     assert r["remember"]["calls"] == len(TURNS)
+    long = f"assistant: {TURNS[-1][1]}"
+    assert r["storage"]["memories"] == len(TURNS) and r["storage"]["memories_with_passages"] == 1
+    assert r["storage"]["passages"] == len(embedder.passages(long)) > 0
+    assert r["storage"]["passage_bytes_per_memory"] > 0
+    # The long turn, asked for by a sentence of its end.
+    assert beam.probe_sentence(embedder, long) in long[len(long) // 2 :]
+    assert beam.probe_sentence(embedder, f"user: {TURNS[0][1]}") is None
+    assert r["long_memories"]["probes"] == r["long_memories"]["long_turns"] == 1
+    assert r["long_memories"]["hit@10"] == 1.0
     rows = r["questions"]
     for k in beam.K_VALUES:  # the headline is the rows' mean
         assert r["recall"][f"R@{k}"] == round(sum(q["recall"][k] for q in rows) / len(rows), 3)
