@@ -5,9 +5,10 @@ characters), so the vector of a long assistant reply or a pasted document says n
 A memory longer than the window gets, beside its own vector, one vector per part
 (``Embedder.passages``: parts half a window long, each starting three quarters of a part after the
 one before it). They are stored in ``memory_passages`` with the memory, in its write's transaction,
-and the vector arm scores a memory by its own vector or its best passage less a margin,
-whichever is closer (store/search.py). A memory within the window gets none; an embedder that cannot say where its
-window ends (OpenAI's reads 8,191 tokens, more than ``remember.max_content_chars`` holds) neither.
+and the vector arm scores a memory by its own vector or its best passage less a margin, whichever
+is closer (store/search.py). A memory within the window gets none; nor does one of an embedder that
+cannot say where its window ends (OpenAI's reads 8,191 tokens, more than
+``remember.max_content_chars`` holds).
 """
 
 from __future__ import annotations
