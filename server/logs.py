@@ -10,13 +10,15 @@ import sys
 import warnings
 from datetime import UTC, datetime
 
+# Imported with this module, not on the first line logged: a SIGTERM that arrived while a filter
+# was importing it logged from the signal handler, and that line's filter met the module half-made.
+from memlane.pipeline.remember.secrets import redact
+
 
 class RedactSecrets(logging.Filter):
     """Replace likely secrets (``memlane.pipeline.remember.secrets``) in a log line with their placeholders."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from memlane.pipeline.remember.secrets import redact
-
         try:
             message = record.getMessage()
         except Exception:  # a broken format string: let logging report it as usual
