@@ -281,7 +281,7 @@ async def _passages(ctx: TaskContext) -> dict[str, Any]:
     if not cfg.passages or embedder.window is None:
         why = "embedding.passages is false" if not cfg.passages else "the model's window is not known"
         return {"skipped": why}
-    total = await store.count_passage_backlog(None, embedder.window)
+    total = await store.count_passage_backlog(embedder.window)
     if ctx.dry_run:
         return {"would_read": total}
     read = memories = made = 0

@@ -27,8 +27,11 @@ Passages = tuple[list[float], ...]
 
 
 def _may_be_long(embedder: Embedder, text: str) -> bool:
-    # A token is at least one character: a text no longer than the window in characters fits.
-    return embedder.window is not None and len(text) > embedder.window
+    # A token is at least one character: a text no longer than the window in characters fits. A
+    # model not loaded yet may learn its window when it loads: its texts are asked (and load it).
+    if embedder.window is None:
+        return not embedder.loaded
+    return len(text) > embedder.window
 
 
 def cut(embedder: Embedder, texts: list[str]) -> list[list[str]]:
@@ -41,9 +44,7 @@ async def embed_passages(
 ) -> list[Passages]:
     """The vectors of each text's passages, in order; () for a text that has none. Cut and embedded
     off the event loop."""
-    # (A model that learns its window when it loads is asked once it has.)
-    unknown = embedder.window is None and embedder.loaded
-    if not enabled or unknown or not any(len(t) > (embedder.window or 0) for t in texts):
+    if not enabled or not any(_may_be_long(embedder, t) for t in texts):
         return [() for _ in texts]
     try:
         parts = await asyncio.to_thread(cut, embedder, texts)

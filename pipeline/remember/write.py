@@ -623,7 +623,7 @@ async def update(ctx: WriteContext, memory_id: UUID, fields: dict[str, Any]) -> 
         fields,
         model_id=ctx.embedder.vector_ids,
         links=plan,
-        passages=list(new_passages) if "content" in fields else None,
+        passages=new_passages if "content" in fields else None,
     )
     if "embedding" in fields:
         # New content is a new statement: step 8 as for a new memory, which may mark this one.

@@ -175,6 +175,13 @@ class MaintenanceQueries(StorePart):
             )
             return cur.rowcount
 
+    # Memories that may be longer than the model's window (``min`` characters) and have a vector
+    # but no passages.
+    _PASSAGE_BACKLOG = (
+        "char_length(m.content) > %(min)s AND m.embedding IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id)"
+    )
+
     async def passage_backlog(
         self, after: UUID | None, batch: int, min_chars: int
     ) -> list[tuple[UUID, str, str]]:
@@ -182,23 +189,16 @@ class MaintenanceQueries(StorePart):
         passages, by id after ``after``: (id, project, content)."""
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT m.id, m.project, m.content FROM memories m"
-                " WHERE char_length(m.content) > %(min)s AND m.embedding IS NOT NULL"
-                " AND (%(after)s::uuid IS NULL OR m.id > %(after)s::uuid)"
-                " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id)"
-                " ORDER BY m.id LIMIT %(batch)s",
+                f"SELECT m.id, m.project, m.content FROM memories m WHERE {self._PASSAGE_BACKLOG}"
+                " AND (%(after)s::uuid IS NULL OR m.id > %(after)s::uuid) ORDER BY m.id LIMIT %(batch)s",
                 {"after": after, "batch": batch, "min": min_chars},
             )
             return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
 
-    async def count_passage_backlog(self, after: UUID | None, min_chars: int) -> int:
+    async def count_passage_backlog(self, min_chars: int) -> int:
         async with self._connection() as conn:
             cur = await conn.execute(
-                "SELECT count(*) FROM memories m"
-                " WHERE char_length(m.content) > %(min)s AND m.embedding IS NOT NULL"
-                " AND (%(after)s::uuid IS NULL OR m.id > %(after)s::uuid)"
-                " AND NOT EXISTS (SELECT 1 FROM memory_passages p WHERE p.memory_id = m.id)",
-                {"after": after, "min": min_chars},
+                f"SELECT count(*) FROM memories m WHERE {self._PASSAGE_BACKLOG}", {"min": min_chars}
             )
             count: int = (await one_row(cur))[0]
             return count

@@ -70,11 +70,12 @@ def created_passages(
 
 
 async def replace_passages(
-    conn: psycopg.AsyncConnection, memory_id: UUID, project: str, passages: list[Any]
+    conn: psycopg.AsyncConnection, items: list[tuple[UUID, str, tuple[Any, ...]]]
 ) -> None:
-    """A memory's passages made again (its content or the model changed)."""
-    await conn.execute("DELETE FROM memory_passages WHERE memory_id = %s", (memory_id,))
-    await write_passages(conn, [(memory_id, project, tuple(passages))])
+    """Memories' passages made again (their content or the model changed): (memory id, project,
+    vectors) each, the old ones deleted."""
+    await conn.execute("DELETE FROM memory_passages WHERE memory_id = ANY(%s)", ([i[0] for i in items],))
+    await write_passages(conn, items)
 
 
 class Writes(StorePart):
@@ -282,7 +283,7 @@ class Writes(StorePart):
         *,
         model_id: str | Collection[str] | None = None,
         links: LinkPlanner | None = None,
-        passages: list[Any] | None = None,
+        passages: tuple[Any, ...] | None = None,
     ) -> Memory:
         """Set some columns of one memory in one transaction (``passages``: the vectors of new
         content's later parts, replacing the old ones). New content or occurred_at gets a new
@@ -332,7 +333,7 @@ class Writes(StorePart):
                 ) from e
             row = await cur.fetchone()
             if row is not None and passages is not None:
-                await replace_passages(conn, memory_id, row["project"], passages)
+                await replace_passages(conn, [(memory_id, row["project"], passages)])
             if row is not None and links is not None and ("content" in fields or "occurred_at" in fields):
                 # New content or date: its entities, relates_to and same_time links are made again.
                 await unlink_content(conn, memory_id)
@@ -400,7 +401,4 @@ class Writes(StorePart):
                     [(update_param("embedding", v), i) for i, v in pairs],
                 )
             if passages is not None:
-                await conn.execute(
-                    "DELETE FROM memory_passages WHERE memory_id = ANY(%s)", ([p[0] for p in passages],)
-                )
-                await write_passages(conn, passages)
+                await replace_passages(conn, passages)

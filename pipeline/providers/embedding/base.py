@@ -71,6 +71,9 @@ class Embedder(ABC):
     # How the model was chosen ("configured", "auto", ...) and, when auto fell back, why.
     chosen: str = "configured"
     fallback: str | None = None
+    # The most tokens the model reads of one text, its special tokens left out (None: unknown; a
+    # model may learn it when it loads).
+    window: int | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -114,9 +117,6 @@ class Embedder(ABC):
         """The character span of each of ``text``'s tokens as this model reads them, without
         truncation; None: the model does not say (its window is not known to cut a memory short)."""
         return None
-
-    # The most tokens the model reads of one text, its special tokens left out (None: unknown).
-    window: int | None = None
 
     def passages(self, text: str) -> list[str]:
         """The parts of a text longer than the model's window, to be embedded beside the text's own

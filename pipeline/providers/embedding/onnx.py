@@ -181,7 +181,8 @@ class OnnxEmbedder(Embedder):
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         self.load()
         assert self._spanner is not None
-        return [tuple(o) for o in self._spanner.encode(text).offsets]  # type: ignore[misc]
+        offsets: list[tuple[int, int]] = self._spanner.encode(text).offsets
+        return offsets
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         # Shortest first, so a batch pads to lengths alike (a long memory does not make every short
