@@ -10,6 +10,7 @@ One module past the house's ~400 lines on purpose: it is the whole schema, read 
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -349,6 +350,37 @@ class AdjustConfig(Section):
     )
 
 
+class RecallSteps(Section):
+    """Stage 8's reorderings after its factors (``STAGE8_STEPS`` in pipeline/recall/run.py), each
+    switched on or off alone; the trace says ``skipped`` for one switched off."""
+
+    current_first: bool = Field(
+        default=True,
+        description="What is current first: a person's own facts, a newer statement of a fact and a "
+        "superseded memory's successor above the older (a question about the past keeps the order).",
+    )
+    echoes: bool = Field(
+        default=True, description="A user's statement above the assistant's reply that echoes it."
+    )
+    coverage: bool = Field(
+        default=True,
+        description="An overview or order question's first answers spread over the candidates' days "
+        "(time order for an order question).",
+    )
+    instructions: bool = Field(
+        default=True,
+        description="The standing instructions and preferences that apply, brought in after the first "
+        "answers (how many: instructions_max).",
+    )
+
+
+# Old names of recall settings, still read (TOML and MEMLANE_ variables) with a warning.
+RECALL_RENAMED = {
+    "directives_max": "instructions_max",
+    "directive_min_similarity": "instruction_min_similarity",
+}
+
+
 class RecallConfig(Section):
     default_limit: int = Field(default=10, ge=1, le=200, description="Memories a recall returns at most.")
     max_limit: int = Field(default=100, ge=1, le=1000, description="Largest limit a caller may ask for.")
@@ -404,18 +436,20 @@ class RecallConfig(Section):
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009 use 60)."
     )
-    directives_max: int = Field(
+    instructions_max: int = Field(
         default=2,
         ge=0,
         le=10,
-        description="Standing instructions and preferences a recall adds where they apply (0: none).",
+        description="Standing instructions and preferences a recall adds where they apply (0: none). "
+        "Formerly directives_max (still read, with a warning).",
     )
-    directive_min_similarity: float = Field(
+    instruction_min_similarity: float = Field(
         default=0.4,
         ge=-1.0,
         le=1.0,
         description="An instruction or preference applies to a request when the cosine of the request "
-        'to its text, or to its condition ("when I ask about ..."), is at least this.',
+        'to its text, or to its condition ("when I ask about ..."), is at least this. Formerly '
+        "directive_min_similarity (still read, with a warning).",
     )
     min_similarity: float = Field(
         default=0.1,
@@ -480,6 +514,20 @@ class RecallConfig(Section):
         description="Time decay; `decay = false` (or true) is short for the table's `enabled`.",
     )
     adjust: AdjustConfig = AdjustConfig()
+    steps: RecallSteps = RecallSteps()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not RECALL_RENAMED.keys() & data.keys():
+            return data
+        data = dict(data)
+        for old, new in RECALL_RENAMED.items():
+            if old in data:
+                warnings.warn(f"recall.{old} is deprecated: use recall.{new}", FutureWarning, stacklevel=2)
+                value = data.pop(old)
+                data.setdefault(new, value)  # the new name wins when both are set
+        return data
 
     @field_validator("decay", mode="before")
     @classmethod

@@ -320,7 +320,7 @@ class Engine:
         ``INSTRUCTIONS_LISTED``); ``principal`` must be allowed the project."""
         name = v.project_name(project, self.config.default_project)
         access.check(principal, name)
-        return [m for m, _ in await self.store.directives((name,), None, INSTRUCTIONS_LISTED)]
+        return [m for m, _ in await self.store.instructions((name,), None, INSTRUCTIONS_LISTED)]
 
     async def category_summaries(
         self, project: Any, *, principal: Principal | None = None

@@ -17,7 +17,7 @@ PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 5, 3
 # runs out of stack near 1000 levels, and no real metadata comes near 100.
 METADATA_MAX_DEPTH = 100
 FACT_TYPES = ("world", "experience", "opinion", "instruction", "preference")
-DIRECTIVE_TYPES = (
+INSTRUCTION_TYPES = (
     "instruction",
     "preference",
 )  # what recall adds where it applies  # remember/facttypes.py says what each means

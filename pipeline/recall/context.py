@@ -56,10 +56,15 @@ class ReadAheads:
     # Stage 9's handles of the memories it will likely take, read during stage 8.
     handles: HandlesReadAhead | None = None
     # Stage 8's instructions and preferences with their cosines, read while the arms search.
-    directives: asyncio.Future[list[tuple[Memory, float | None]]] | None = None
+    instructions: asyncio.Future[list[tuple[Memory, float | None]]] | None = None
 
     def cancel(self) -> None:
-        reads = (self.question, self.access, self.centroids.read if self.centroids else None, self.directives)
+        reads = (
+            self.question,
+            self.access,
+            self.centroids.read if self.centroids else None,
+            self.instructions,
+        )
         for read in reads:
             if read is not None:
                 read.cancel()

@@ -1,4 +1,5 @@
-"""After stage 8: overview and order questions get the project's arc, not one session.
+"""A step of stage 8 (``run.py``'s ``STAGE8_STEPS``): overview and order questions get the
+project's arc, not one session.
 
 "Give me a summary of how my project progressed", "in which order did I bring up the database,
 the login and the deploy?": the arms rank the turns of the one session that says the most about the

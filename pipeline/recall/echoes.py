@@ -1,4 +1,4 @@
-"""After stage 8: a statement above its echo.
+"""A step of stage 8 (``run.py``'s ``STAGE8_STEPS``): a statement above its echo.
 
 A chat stored turn by turn holds each fact twice: the user's statement ("user: let's end the first
 sprint on March 29") and the assistant's reply that restates it at length ("assistant: Here is a

@@ -18,7 +18,7 @@ from typing import Any
 
 from memlane.pipeline.records import Memory
 from memlane.pipeline.store.handles import handle_of as handle_of  # made by the store, shown here
-from memlane.pipeline.validate import DIRECTIVE_TYPES, PRIORITY_DEFAULT
+from memlane.pipeline.validate import INSTRUCTION_TYPES, PRIORITY_DEFAULT
 
 
 def memory_date(m: Memory) -> str:
@@ -64,7 +64,7 @@ def memory_view(
         out["topics"] = list(m.topics)
     if m.fact_type and m.fact_type != "world":  # world is the common case, like priority 3
         out["fact_type"] = m.fact_type
-    if m.fact_type in DIRECTIVE_TYPES:  # how the user wants things done: follow it, not answer with it
+    if m.fact_type in INSTRUCTION_TYPES:  # how the user wants things done: follow it, not answer with it
         out["kind"] = "instruction"
     if m.pinned:
         out["pinned"] = True

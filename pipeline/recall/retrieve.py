@@ -29,7 +29,7 @@ from uuid import UUID
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.providers.embedding.base import Embedder, calibrated
-from memlane.pipeline.recall import directives
+from memlane.pipeline.recall import instructions
 from memlane.pipeline.recall.arms import REGISTRY, Arm, Expander, resolve
 from memlane.pipeline.recall.candidates import Expanded, Prepared, Retrieved, ranked_memories, score_ids
 from memlane.pipeline.recall.context import RecallContext, Vector
@@ -120,7 +120,7 @@ async def _retrieve(
                 store_arms = tuple(a.name for a in active if a.in_store)
             if vectors:
                 ctx.question_vector = vectors[0]  # stage 8's category match reuses it
-                directives.read_ahead(ctx)  # stage 8's read, while the arms search
+                instructions.read_ahead(ctx)  # stage 8's read, while the arms search
                 # The arms that needed the embedding start now if the others are still running;
                 # otherwise each text's one scoring statement selects their candidates itself (one
                 # round trip less, usually: the keyword arm is done before the embedding is).

@@ -9,13 +9,15 @@
 | 5 | fusion | fuse.py | weighted score fusion (``recall.fusion = "score"``), or RRF (``rrf``, ``rrf_vector``) |
 | 6 | rerank | rerank.py | skipped (or a local cross-encoder): fused order kept |
 | 7 | relevance threshold | threshold.py | kept on cosine, or an informative shared word and some cosine, or in the question's time range with a shared word (any, for a question that is only a time); a turn next to a kept one that the graph reached; then a relative floor; else dropped; for a question that is only a time, its range first |
-| 8 | scoring adjustments | adjust.py, current.py, directives.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a person's own facts, a newer statement of one fact and a superseded memory's successor above the older, unless the question is about the past; then a user's statement above the assistant's reply that echoes it; then an overview or order question's first answers spread over the days (time order for an order); then the standing instructions and preferences that apply, after the first answers |
+| 8 | scoring adjustments | adjust.py, then the steps in ``STAGE8_STEPS``: current.py, echoes.py, coverage.py, instructions.py | priority, pinned and category factors, project factors across projects (decay: off by default); then what is current first: a person's own facts, a newer statement of one fact and a superseded memory's successor above the older, unless the question is about the past; then a user's statement above the assistant's reply that echoes it; then an overview or order question's first answers spread over the days (time order for an order); then the standing instructions and preferences that apply, after the first answers |
 | 9 | token-budgeted assembly | assemble.py | best memories whose rendered result fits max_tokens, at most limit |
 
 Every stage follows one contract (``pipeline/recall/stage.py``): it gets the ``RecallContext`` and its
 input, returns its output, and ``run_stage`` records time, counts, status (``ran``, ``skipped: why``,
 ``degraded: why``) and prompt. Stages given a fallback are optional: if they fail, the recall goes on
-with their input and the trace says ``degraded``. Stages 1-3 run concurrently (one LLM round trip);
+with their input and the trace says ``degraded``. Stage 8's reorderings are registered steps
+(``STAGE8_STEPS``, run by ``run_steps``) under the same contract, each switched by ``[recall.steps]``
+and degrading alone. Stages 1-3 run concurrently (one LLM round trip);
 intent analysis routes simple questions down the fast path (``recall(mode=...)``). A whole-recall
 deadline (``recall.deadline_ms``) bounds every LLM wait: past it, the stages still to run degrade and
 recall answers with what it has.
@@ -42,10 +44,10 @@ from memlane.pipeline.recall import (
     assemble,
     coverage,
     current,
-    directives,
     echoes,
     fuse,
     hyde,
+    instructions,
     intent,
     rerank,
     retrieve,
@@ -55,7 +57,7 @@ from memlane.pipeline.recall import (
 from memlane.pipeline.recall.arms import resolve
 from memlane.pipeline.recall.candidates import Retrieved
 from memlane.pipeline.recall.context import CentroidsRead, RecallContext
-from memlane.pipeline.recall.stage import Step, run_stage, stage_llm
+from memlane.pipeline.recall.stage import Step, SubStep, run_stage, run_steps, stage_llm
 from memlane.pipeline.records import Candidate, Query, Recalled, StageTrace, Trace, stable_key
 
 log = logging.getLogger(__name__)
@@ -71,36 +73,29 @@ def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Can
     return Step(threshold.apply_floor(candidates, ctx.config.recall, query=ctx.request.query))
 
 
+# Stage 8's steps after its factors, in the order they run: each reorders what the one before gave,
+# under the stage contract (``run_steps``), switched by its ``[recall.steps]`` setting. A new step is
+# a module with ``fn(ctx, candidates) -> Step`` and one line here, with its switch in
+# ``RecallSteps`` (pipeline/config.py).
+STAGE8_STEPS: tuple[SubStep[RecallContext, list[Candidate]], ...] = (
+    SubStep("current", current.current_first, switch="current_first"),
+    SubStep("echoes", echoes.statements_first, switch="echoes"),
+    SubStep("coverage", coverage.spread, switch="coverage"),
+    # It can bring memories in, so it runs on no candidates too.
+    SubStep("instructions", instructions.apply, switch="instructions", on_empty=True),
+)
+
+
 async def _adjustments(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
-    """Stage 8: the scoring factors, then what is current first (current.py), a user's
-    statement above the reply that echoes it (echoes.py), an overview question's spread over days
-    (coverage.py) and the instructions and preferences that apply
-    (directives.py), whose traces are the stage's ``current``, ``echoes``, ``coverage`` and ``directives``
-    details. A part that fails leaves the order it was given."""
+    """Stage 8: the scoring factors (adjust.py), then ``STAGE8_STEPS``, each traced as the stage's
+    detail of its name."""
     step = await adjust.adjust(ctx, candidates)
     if not ctx.request.ablation.adjustments:
         return step
-    parts = (
-        ("current", current.current_first),
-        ("echoes", echoes.statements_first),
-        ("coverage", coverage.spread),
-        ("directives", directives.apply),
+    switches = ctx.config.recall.steps
+    return await run_steps(
+        ctx, "adjustments", STAGE8_STEPS, step, switches=switches, section="[recall.steps]"
     )
-    for name, part in parts:
-        if name != "directives" and not step.value:
-            continue
-        try:
-            done = await part(ctx, step.value)
-        except Exception as e:  # noqa: BLE001 - the order so far stands
-            log.warning("recall: %s not checked: %s", name, type(e).__name__)
-            step.detail[name] = f"degraded: {type(e).__name__}"
-            continue
-        step.detail[name] = done.detail if done.status == "ran" else done.status
-        if done.status == "ran":
-            step.value = done.value
-            if step.status.startswith("skipped"):
-                step.status = "ran"
-    return step
 
 
 async def _assemble(ctx: RecallContext, candidates: list[Candidate]) -> Step[assemble.Packed]:

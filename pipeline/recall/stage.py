@@ -8,6 +8,12 @@ An optional stage (one given a ``fallback``) that raises is marked ``degraded: <
 fallback (its input, unchanged) flows on: an LLM that times out or answers garbage costs that stage,
 never the recall. A required stage that raises is marked ``failed: <why>`` and the error propagates,
 with the trace so far kept on the context.
+
+A stage may end with registered steps (``SubStep``, run by ``run_steps``: stage 8's reorderings):
+each reorders the stage's output under the same contract, one by one, in the registry's order. Each
+is timed, switched by its own setting, and optional: one that raises leaves the order it was given.
+Their traces are details of the stage's entry: under each step's name its details when it ran, else
+its status (``skipped: <why>``, ``degraded: <why>``); under ``steps_ms`` each one's time.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sized
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
@@ -165,6 +171,63 @@ async def run_stage(
         st.count_out = count(out)
         span.set("memlane.stage.out", st.count_out)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SubStep(Generic[C, T]):
+    """A registered step of a stage: ``fn`` reorders the stage's output (a stage function whose
+    input and output are of one type), ``switch`` names its setting in the switches ``run_steps`` is
+    given, and ``on_empty`` lets it run on an empty output (one that can bring memories in)."""
+
+    name: str
+    fn: StageFn[C, T, T]
+    switch: str
+    on_empty: bool = False
+
+
+async def run_steps(
+    ctx: C,
+    stage: str,
+    steps: Sequence[SubStep[C, S]],
+    step: Step[S],
+    *,
+    switches: object,
+    section: str,
+) -> Step[S]:
+    """Run ``steps`` in order on the output of stage ``stage`` (``step``, updated and returned);
+    ``switches`` holds each step's boolean setting, named ``section`` in the trace."""
+    times: dict[str, float] = step.detail.setdefault("steps_ms", {})
+    for sub in steps:
+        if not getattr(switches, sub.switch):
+            step.detail[sub.name] = f"skipped: {section} {sub.switch} = false"
+            continue
+        if not sub.on_empty and not len(step.value):
+            step.detail[sub.name] = "skipped: no candidates"
+            continue
+        with telemetry.span(f"recall.{stage}.{sub.name}") as span:
+            t0 = time.perf_counter()
+            try:
+                ran = sub.fn(ctx, step.value)
+                done = ran if isinstance(ran, Step) else await ran
+                status = done.status
+            except Exception as e:
+                # The type only in the log: a step's error may quote a memory.
+                log.warning("recall stage %s: step %s degraded: %s", stage, sub.name, type(e).__name__)
+                status = f"degraded: {_reason(e)}"
+                step.detail[sub.name] = status
+            else:
+                step.detail[sub.name] = done.detail if status == "ran" else status
+                if status == "ran":
+                    step.value = done.value
+                    if step.status.startswith("skipped"):
+                        step.status = "ran"  # the stage's own work was off, a step's was not
+            finally:
+                times[sub.name] = round((time.perf_counter() - t0) * 1000, 3)
+            kind = status.split(":", 1)[0]
+            span.set("memlane.stage.status", kind)
+            if kind != "ran":
+                span.set("memlane.stage.reason", telemetry.reason_of(status))
+    return step
 
 
 def cancel_all(futures: Iterable[asyncio.Future[Any] | None]) -> None:

@@ -11,7 +11,7 @@
   have tabs").
 
 Instructions and preferences are what recall adds to a request they apply to even when they share
-few words with it (``recall/directives.py``), marked ``kind: "instruction"``.
+few words with it (``recall/instructions.py``), marked ``kind: "instruction"``.
 
 The offline classifier reads cues, in this order: a standing instruction (a sentence that opens with
 "always", "never", "from now on", "by default" ..., or asks for something "when I ask
@@ -77,7 +77,7 @@ _PREFERENCE = re.compile(
 _ASSISTANT = re.compile(r"^\s*(assistant|ai)\s*:", re.I)
 
 
-def directive(text: str) -> str | None:
+def instruction_type(text: str) -> str | None:
     """``instruction`` or ``preference`` when ``text`` says how its speaker wants things done,
     else None. An assistant's words are none: it restates what it was asked."""
     if _ASSISTANT.match(text):
@@ -92,7 +92,7 @@ def directive(text: str) -> str | None:
 
 def classify(text: str) -> str:
     """The fact type of one memory, from cues in its words (see the module docstring)."""
-    found = directive(text)
+    found = instruction_type(text)
     if found is not None:
         return found
     body = _SPEAKER.sub("", text)

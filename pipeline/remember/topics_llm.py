@@ -9,7 +9,7 @@ project's automatic topic names and, with taxonomy ``fixed`` or ``hybrid``, the 
 each memory it answers topic names and a fact type, which refine the offline assignment:
 
 - ``fact_type``: the LLM's, unless the caller gave one (the caller's always wins) or the offline
-  cues read an instruction or a preference (``facttypes.directive``).
+  cues read an instruction or a preference (``facttypes.instruction_type``).
 - ``topics``: names are normalised (lower case, spaces collapsed, no control characters, at most
   ``MAX_NAME_CHARS`` characters and ``MAX_NAME_WORDS`` words; others are dropped), at most
   ``max_topics_per_entry`` of them. A fixed topic's name is accepted as that fixed topic. With
@@ -210,9 +210,9 @@ class TopicsLLM:
             if answer is not None:
                 names, kind = answer
                 refined = self._accept(names, m.content, fixed_set, existing[m.project], created[m.project])
-                # The caller's fact type wins, and so does a directive read offline: the prompt
+                # The caller's fact type wins, and so does an instruction or preference read offline: the prompt
                 # (topics@v1) knows only world, experience and opinion.
-                if kind is not None and m.fact_type is None and facttypes.directive(m.content) is None:
+                if kind is not None and m.fact_type is None and facttypes.instruction_type(m.content) is None:
                     m = m.model_copy(update={"fact_type": kind})
             if refined is None:
                 refined = offline

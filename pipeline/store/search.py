@@ -383,7 +383,7 @@ class SearchQueries(StorePart):
             for r in rows
         ]
 
-    async def directives(
+    async def instructions(
         self, projects: tuple[str, ...], embedding: list[float] | None, limit: int
     ) -> list[tuple[Memory, float | None]]:
         """The current standing instructions and preferences of ``projects`` (fact types

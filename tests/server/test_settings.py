@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from memlane.pipeline.config import DatabaseConfig, EngineConfig, masked_dump, secret_fields
+from memlane.pipeline.config import DatabaseConfig, EngineConfig, RecallConfig, masked_dump, secret_fields
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError
 from memlane.server.settings import Settings, load
@@ -176,3 +176,42 @@ def test_settings_hand_the_engine_the_same_sections_with_the_real_secret():
     e = s.engine()
     assert type(e) is EngineConfig and "server" not in type(e).model_fields
     assert e.database is s.database and e.database.url.get_secret_value() == "postgresql://u:pw@h/db"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value"),
+    [
+        ("directives_max", "instructions_max", 4),
+        ("directive_min_similarity", "instruction_min_similarity", 0.55),
+    ],
+)
+def test_the_old_names_of_the_instructions_settings_are_still_read(tmp_path, monkeypatch, old, new, value):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[recall]\n{old} = {value}\n")
+    with pytest.warns(FutureWarning, match=f"recall.{old} is deprecated: use recall.{new}"):
+        from_file = load(cfg)
+    assert getattr(from_file.recall, new) == value
+    monkeypatch.setenv(f"MEMLANE_RECALL__{old.upper()}", str(value))
+    with pytest.warns(FutureWarning, match=f"recall.{old} is deprecated"):
+        from_env = load()
+    assert getattr(from_env.recall, new) == value
+    assert getattr(from_env.engine().recall, new) == value  # what the engine reads
+    assert getattr(RecallConfig(), new) != value  # (the value is not the default)
+    with pytest.warns(FutureWarning):  # both names: the new one wins
+        assert getattr(RecallConfig.model_validate({old: value, new: 1}), new) == 1
+
+
+def test_the_recall_steps_are_switched_in_their_section(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[recall.steps]\necho = false\n")
+    with pytest.raises(ConfigError, match="recall.steps.echo"):
+        load(cfg)
+    cfg.write_text("[recall.steps]\nechoes = false\n")
+    monkeypatch.setenv("MEMLANE_RECALL__STEPS__COVERAGE", "false")
+    steps = load(cfg).recall.steps
+    assert (steps.echoes, steps.coverage, steps.current_first, steps.instructions) == (
+        False,
+        False,
+        True,
+        True,
+    )

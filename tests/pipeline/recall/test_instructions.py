@@ -9,7 +9,7 @@ import json
 import pytest
 from support.clients import call_ok
 
-from memlane.pipeline.recall.directives import condition
+from memlane.pipeline.recall.instructions import condition
 from memlane.pipeline.remember.facttypes import classify
 
 pytestmark = pytest.mark.anyio
@@ -76,12 +76,12 @@ async def test_recall_adds_what_applies_and_the_resource_lists_them(connect):
     ]
 
 
-async def test_directives_are_off_with_directives_max_0(engine_config, open_engine):
+async def test_instructions_are_off_with_instructions_max_0(engine_config, open_engine):
     cfg = engine_config.model_copy(
-        update={"recall": engine_config.recall.model_copy(update={"directives_max": 0})}
+        update={"recall": engine_config.recall.model_copy(update={"instructions_max": 0})}
     )
     eng = await open_engine(cfg)
     await eng.remember({"content": INSTRUCTION, "project": "p"})
     res = await eng.recall({"query": "Which libraries does the app use?", "project": "p"})
     stage = {s.stage: s for s in res.trace.stages}["adjustments"]
-    assert stage.detail["directives"] == "skipped: [recall] directives_max = 0"
+    assert stage.detail["instructions"] == "skipped: [recall] instructions_max = 0"

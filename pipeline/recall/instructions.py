@@ -1,15 +1,16 @@
-"""After stage 8: the standing instructions and preferences that apply to the request.
+"""A step of stage 8 (``run.py``'s ``STAGE8_STEPS``): the standing instructions and preferences
+that apply to the request.
 
 "Always format code snippets with syntax highlighting when I ask about implementation details"
 governs "How do I implement a login feature?", with which it shares almost no word; "I prefer
 simple, minimal dependencies" governs "What libraries should I use?". The arms rank such a memory
-low, so recall reads the project's current directives (fact types ``instruction`` and
+low, so recall reads the project's current instructions (fact types ``instruction`` and
 ``preference``, ``remember/facttypes.py``; a partial index, migration 0015) on every request and
 judges each by the closer of two cosines to the question: its whole text's (the store computes it),
 and its condition's when it names one ("when I ask about implementation details": the condition is
-what the request must be about). Those at ``[recall] directive_min_similarity`` or above, at most
-``[recall] directives_max`` of them, best first, are brought in after the first
-``DIRECTIVES_AFTER`` candidates (or moved there when they rank lower), with the score of the
+what the request must be about). Those at ``[recall] instruction_min_similarity`` or above, at most
+``[recall] instructions_max`` of them, best first, are brought in after the first
+``INSTRUCTIONS_AFTER`` candidates (or moved there when they rank lower), with the score of the
 candidate they follow: the client sees them within the token budget, marked ``kind:
 "instruction"`` (``render.py``). A question about the past or across projects is asked the same way.
 
@@ -32,10 +33,10 @@ from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.stage import Step
 from memlane.pipeline.records import Candidate
 
-# Directives read per request, the closest first: a project has few.
+# Instructions read per request, the closest first: a project has few.
 READ = 16
-# Where the directives go: after the best answers, before the rest (the first page a client reads).
-DIRECTIVES_AFTER = 2
+# Where the instructions go: after the best answers, before the rest (the first page a client reads).
+INSTRUCTIONS_AFTER = 2
 _CONDITION = re.compile(
     r"\bwhen(?:ever)? I ask (?:you )?(?:about|for|how to|how|to)\s+(.{3,200}?)(?:[.!?;]|->|,\s*(?:please|and)\b|$)",
     re.I,
@@ -73,28 +74,29 @@ async def _condition_vectors(ctx: RecallContext, texts: dict[str, str]) -> dict[
 
 
 def _wanted(ctx: RecallContext) -> bool:
-    return ctx.config.recall.directives_max > 0 and ctx.request.ablation.adjustments
+    cfg = ctx.config.recall
+    return cfg.instructions_max > 0 and cfg.steps.instructions and ctx.request.ablation.adjustments
 
 
 def read_ahead(ctx: RecallContext) -> None:
     """Start stage 8's read as soon as the question is embedded (retrieval calls this): its round
     trip then runs beside the arms' searches, not after them."""
-    if ctx.reads.directives is None and ctx.question_vector is not None and _wanted(ctx):
-        ctx.reads.directives = asyncio.ensure_future(
-            ctx.store.directives(ctx.request.searched_projects, ctx.question_vector, READ)
+    if ctx.reads.instructions is None and ctx.question_vector is not None and _wanted(ctx):
+        ctx.reads.instructions = asyncio.ensure_future(
+            ctx.store.instructions(ctx.request.searched_projects, ctx.question_vector, READ)
         )
 
 
 async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Candidate]]:
     cfg = ctx.config.recall
-    if cfg.directives_max <= 0:
-        return Step(candidates, status="skipped: [recall] directives_max = 0")
+    if cfg.instructions_max <= 0:
+        return Step(candidates, status="skipped: [recall] instructions_max = 0")
     question = ctx.question_vector
     if question is None:
         return Step(candidates, status="skipped: the question was not embedded")
     read_ahead(ctx)
-    assert ctx.reads.directives is not None  # (started above when it was not)
-    found = await asyncio.shield(ctx.reads.directives)
+    assert ctx.reads.instructions is not None  # (started above when it was not)
+    found = await asyncio.shield(ctx.reads.instructions)
     now = ctx.clock()
     found = [(m, sim) for m, sim in found if ctx.request.filters.admits(m, now)]
     if not found:
@@ -106,14 +108,14 @@ async def apply(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Ca
     for m, sim in found:
         by_condition = float(vectors[str(m.id)] @ q) if str(m.id) in vectors else None
         judged.append((max((s for s in (sim, by_condition) if s is not None), default=0.0), m))
-    chosen = sorted([(s, m) for s, m in judged if s >= cfg.directive_min_similarity], key=lambda p: -p[0])[
-        : cfg.directives_max
+    chosen = sorted([(s, m) for s, m in judged if s >= cfg.instruction_min_similarity], key=lambda p: -p[0])[
+        : cfg.instructions_max
     ]
     detail: dict[str, Any] = {"read": len(found), "applies": [[str(m.id), round(s, 3)] for s, m in chosen]}
     if not chosen:
         return Step(candidates, detail=detail)
     out = list(candidates)
-    at = min(DIRECTIVES_AFTER, len(out))
+    at = min(INSTRUCTIONS_AFTER, len(out))
     brought = 0
     for _, m in reversed(chosen):  # the best ends up first
         j = next((k for k, c in enumerate(out) if c.memory.id == m.id), None)
