@@ -12,8 +12,9 @@ from memlane.pipeline.providers.embedding.base import Embedder
 
 
 class StoredWith(Embedder):
-    """Passages (what is stored, and HyDE's passage) by ``stored``; queries by ``asked``. It is
-    ``asked`` to the store (its model id), so a store of ``stored`` must count as the same model."""
+    """Memories (what is stored, and HyDE's hypothetical memory) by ``stored``; queries by
+    ``asked``. It is ``asked`` to the store (its model id), so a store of ``stored`` must count as
+    the same model."""
 
     asymmetric = True  # the two sides go to two models, never one batch
 
@@ -33,7 +34,7 @@ class StoredWith(Embedder):
         self.asked.load()
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
-        return self.stored.embed_passages(texts)
+        return self.stored.embed_memories(texts)
 
     def _embed_queries(self, texts: list[str]) -> list[list[float]]:
         return self.asked.embed_queries(texts)

@@ -101,18 +101,18 @@ class PoolEmbedder:
         return person, next((s for s in SERVICES if s in text), None)
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_passages(texts)
+        return self.embed_memories(texts)
 
     def embed(self, text: str) -> list[float]:
-        return self.embed_passages([text])[0]
+        return self.embed_memories([text])[0]
 
-    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+    def embed_memories(self, texts: list[str]) -> list[list[float]]:
         import numpy as np
 
         if self.mode == "copy" and all(t in self._exact for t in texts):
             return [self._vectors[self._exact[t]].tolist() for t in texts]
         if self.mode != "pool" or not self._vectors:
-            vecs = self._real.embed_passages(texts)
+            vecs = self._real.embed_memories(texts)
             self.fill(texts, vecs)  # (the pool's first texts; a full pool takes no more)
             return vecs
         out = []
@@ -179,7 +179,7 @@ async def grow(
                 texts = [it.content for it in batch]
                 if sampled is not None and (i + 1) * BATCH_SIZE > sampled and raw_n < sample:
                     t0 = time.perf_counter()
-                    await asyncio.to_thread(emb._real.embed_passages if pooled else emb.embed_passages, texts)
+                    await asyncio.to_thread(emb._real.embed_memories if pooled else emb.embed_memories, texts)
                     raw_s += time.perf_counter() - t0
                     raw_n += len(texts)
                 t0 = time.perf_counter()

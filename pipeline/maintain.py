@@ -364,7 +364,7 @@ async def reembed(
         await store.switch_model(embedder.model_id, embedder.dim)
     done = 0
     async for batch in store.iter_memories(batch=batch_size, missing_embedding=True):
-        vectors = await asyncio.to_thread(embedder.embed_passages, [m.content for m in batch])
+        vectors = await asyncio.to_thread(embedder.embed_memories, [m.content for m in batch])
         later = await passages.embed_passages(
             embedder,
             [m.content for m in batch],

@@ -1,5 +1,5 @@
 """What the engine tells an observer of its work that only it sees: each LLM call (stage, provider,
-outcome, time, tokens) and each embedding (passages or queries, how many, time); and, when traces
+outcome, time, tokens) and each embedding (memories or queries, how many, time); and, when traces
 are on, spans around its stages, steps and statements.
 
 A plain hook with no dependency: observers are added by the server (``server/metrics.py`` turns
@@ -21,7 +21,8 @@ class Observer(Protocol):
         """One LLM call of a stage: ``outcome`` is ok, cached, error, timeout or deferred."""
 
     def embedded(self, kind: str, texts: int, seconds: float) -> None:
-        """One call of the embedding model: ``kind`` is passages or queries."""
+        """One call of the embedding model: ``kind`` is "passages" (memories,
+        the label the metrics have always had) or "queries"."""
 
 
 _observers: tuple[Observer, ...] = ()

@@ -1,8 +1,8 @@
 """Stage 4, retrieval: every registered arm (``pipeline/recall/arms.py``) for the question and every
-synthesised variant, plus the HyDE passage on the arms that need an embedding.
+synthesised variant, plus HyDE's hypothetical memory on the arms that need an embedding.
 
-The question and variants are embedded as queries, the HyDE passage as a passage; an embedder whose
-cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
+The question and variants are embedded as queries, the hypothetical memory as memories are; an
+embedder whose cosines are not on the reference scale has them calibrated here (``Embedder.calibrate``), so every
 later stage (fusion, the relevance floor, the trace) reads one scale whatever the model.
 
 Each store arm that needs no embedding (keyword) finds its top k alone, on its own connection,
@@ -322,12 +322,12 @@ def _entry_points(ctx: RecallContext, retrieved: Retrieved, arm: str) -> dict[UU
 
 
 def embed(embedder: Embedder, texts: list[str], hypothetical: str | None) -> list[Vector]:
-    """The question and its variants as queries; HyDE's hypothetical memory as a passage (it stands
-    for a stored memory, so it is encoded as one)."""
+    """The question and its variants as queries; HyDE's hypothetical memory as memories are (it
+    stands for a stored memory, so it is encoded as one)."""
     extra = [hypothetical] if hypothetical else []
     if not embedder.asymmetric:  # one batch (one API call for a remote model), as both sides agree
         return embedder.embed_queries(texts + extra)
-    return embedder.embed_queries(texts) + (embedder.embed_passages(extra) if extra else [])
+    return embedder.embed_queries(texts) + (embedder.embed_memories(extra) if extra else [])
 
 
 def _keep_admitted(out: Retrieved, filters: Filters, now: datetime) -> None:

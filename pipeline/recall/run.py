@@ -284,7 +284,7 @@ async def recall(ctx: RecallContext) -> Recalled:
 
 def _embed_question_now(ctx: RecallContext) -> asyncio.Future[list[list[float]]] | None:
     """The question's embedding, started before stage 1 when retrieval will embed the question
-    alone (no LLM can add a variant or a HyDE passage): stages 1-3 and retrieval's first reads then
+    alone (no LLM can add a variant or a hypothetical memory): stages 1-3 and retrieval's first reads then
     run beside it instead of before it. None otherwise; retrieval embeds its texts itself."""
     try:
         wanted = any("embedding" in arm.needs for arm in resolve(ctx.request.ablation.arms))

@@ -117,7 +117,7 @@ getattr(s, "_pool")
 class PoolEmbedder:
     def embed(self, texts):
         return self._real.embed(texts)
-emb._real.embed_passages(texts)
+emb._real.embed_memories(texts)
 engine.store.dsn
 PostgresServer._instances.get(key)
 parser._subparsers

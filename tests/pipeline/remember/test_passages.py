@@ -86,8 +86,8 @@ async def test_a_long_memory_is_found_by_its_end_and_a_short_one_gets_no_passage
         )
         if h.memory.id == long.id
     ]
-    own = float(np.dot(engine.embedder.embed_passages([LONG])[0], q))
-    best = max(float(np.dot(v, q)) for v in engine.embedder.embed_passages(embedder_passages))
+    own = float(np.dot(engine.embedder.embed_memories([LONG])[0], q))
+    best = max(float(np.dot(v, q)) for v in engine.embedder.embed_memories(embedder_passages))
     assert hit.scores["vector"] == pytest.approx(max(own, best - PASSAGE_MARGIN), abs=1e-3)
     assert best - PASSAGE_MARGIN > own  # the passage found it, not the memory's own vector
 

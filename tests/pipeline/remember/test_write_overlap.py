@@ -74,7 +74,7 @@ async def test_a_batchs_searches_run_two_at_a_time_with_the_answers_of_one_each(
     ]
     inputs = write.parse(engine.config, [{"content": c, "project": "big"} for c in new])
     inputs += write.parse(engine.config, [{"content": "the a service deploys", "project": "small"}])
-    vecs = engine.embedder.embed_passages([m.content for m in inputs])
+    vecs = engine.embedder.embed_memories([m.content for m in inputs])
     assert len(new) >= write.NEAREST_SPLIT_MIN
 
     nearest_many, calls, running, most = engine.store.nearest_many, [], [0], [0]

@@ -67,7 +67,7 @@ async def test_first_stored_gives_the_oldest_memories_of_the_projects_with_their
     await engine.remember({"content": "Dave prefers tabs", "project": "b"})
     first = await engine.store.first_stored(["a"], 2)
     assert [content for content, _ in first] == texts[:2]
-    expected = engine.embedder.embed_passages(texts[:2])
+    expected = engine.embedder.embed_memories(texts[:2])
     for (_, vector), want in zip(first, expected, strict=True):
         assert isinstance(vector, list) and len(vector) == engine.embedder.dim
         assert np.allclose(vector, want, atol=1e-4)

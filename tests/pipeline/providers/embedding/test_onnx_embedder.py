@@ -38,8 +38,8 @@ def minilm():
 
 
 def test_a_batch_is_embedded_in_the_callers_order_and_as_each_text_alone(minilm):
-    together = np.array(minilm.embed_passages(TEXTS))
-    alone = np.array([minilm.embed_passages([t])[0] for t in TEXTS])
+    together = np.array(minilm.embed_memories(TEXTS))
+    alone = np.array([minilm.embed_memories([t])[0] for t in TEXTS])
     assert together.shape == (len(TEXTS), 384)
     assert np.allclose(together, alone, atol=1e-4)  # padding to the longest in a batch changes nothing
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-4)
@@ -89,7 +89,7 @@ def test_the_tokenizer_is_minilms_own(minilm):
 
 @pytest.mark.torch
 def test_the_vectors_are_the_torch_models(minilm, torch_minilm):
-    a, b = np.array(minilm.embed_passages(TEXTS)), np.array(torch_minilm.embed_passages(TEXTS))
+    a, b = np.array(minilm.embed_memories(TEXTS)), np.array(torch_minilm.embed_memories(TEXTS))
     cosines = (a * b).sum(axis=1)
     assert cosines.min() > 0.995, cosines
     assert torch_minilm.model_id in minilm.vector_ids and minilm.model_id in torch_minilm.vector_ids
@@ -119,7 +119,7 @@ async def test_a_store_torch_embedded_answers_onnx_questions_as_onnx_would(
         for q in questions:
             by_onnx = await reader.recall(dict(query=q, limit=3, count_accesses=False))
             qv = np.array(torch_minilm.embed_query(q))
-            expected = max(turns, key=lambda t: float(np.array(torch_minilm.embed_passages([t])[0]) @ qv))
+            expected = max(turns, key=lambda t: float(np.array(torch_minilm.embed_memories([t])[0]) @ qv))
             assert by_onnx.memories[0][0].content == expected, q
     finally:
         await reader.close()
