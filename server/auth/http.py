@@ -304,13 +304,18 @@ class HttpAuth:
 
     @property
     def resource_metadata_url(self) -> str:
-        return str(build_resource_metadata_url(self.settings.resource_server_url))
+        url = self.settings.resource_server_url
+        assert url is not None  # http_auth always sets it
+        return str(build_resource_metadata_url(url))
 
     def install(self, app: Starlette) -> None:
         """Put memlane's backend in place of the SDK's (same middleware, same position) and the rate
         limit right after it, before the app builds its middleware stack."""
         for i, m in enumerate(app.user_middleware):
-            if m.cls is AuthenticationMiddleware:
+            # Starlette types `cls` as a middleware factory protocol, which the class is not
+            # statically; at run time it is the class the SDK registered.
+            cls: object = m.cls
+            if cls is AuthenticationMiddleware:
                 app.user_middleware[i] = Middleware(
                     AuthenticationMiddleware,
                     backend=LocalOrBearer(self.verifier, open_when_no_tokens=self.open_when_no_tokens),

@@ -113,9 +113,10 @@ def _record(obj: Any, source: str) -> TokenRecord:
             raise ValueError(f"token {name!r}: a token must be a string of at least 32 characters")
         sha = digest(obj["token"])
     else:
-        sha = obj.get("sha256")
-        if not isinstance(sha, str) or not _HEX_RE.match(sha):
+        given = obj.get("sha256")
+        if not isinstance(given, str) or not _HEX_RE.match(given):
             raise ValueError(f"token {name!r}: sha256 must be 64 lowercase hex digits")
+        sha = given
     created = obj.get("created")
     return TokenRecord(
         name, sha, check_projects(obj.get("projects")), created if isinstance(created, str) else None, source
