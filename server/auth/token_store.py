@@ -24,6 +24,7 @@ import re
 import secrets
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,7 +301,7 @@ def write_file(path: Path, records: list[TokenRecord]) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     """Serialise create/revoke between processes (a lock file next to the tokens file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
