@@ -75,7 +75,7 @@ lint: $(BIN)/memlane
 	$(BIN)/ruff format --check server pipeline prompts bench tests
 	$(BIN)/lint-imports
 	@mkdir -p $(MYPY_TREE) && for part in pipeline server prompts bench; do ln -sfn ../../../$$part $(MYPY_TREE)/$$part; done
-	$(BIN)/mypy -p memlane.pipeline
+	$(BIN)/mypy -p memlane.pipeline -p memlane.server -p memlane.bench -p memlane.prompts
 
 # Pages that restate the code (the configuration reference, the results tables rendered from
 # bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale

@@ -72,6 +72,7 @@ async def run(memories: int, *, runs: int = 3, projects: int = 10, seed: int = 7
     config = EngineConfig()  # never the configured store: see the module's docstring
     async with bench_engine(config) as ctx:
         engine = ctx.engine
+        assert ctx.temp_dir is not None  # EngineConfig() names no store: the bench makes a temporary one
         store = await build(engine, memories, projects, seed, show_progress)
         dsn = engine.store.dsn
         compression = engine.config.backup.compression

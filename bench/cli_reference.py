@@ -13,6 +13,7 @@ OUTPUT``), so the page does not change with the machine that regenerates it.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator
 
 __all__ = ["WIDTH", "commands", "markdown", "top_parser"]
@@ -81,7 +82,7 @@ def commands(
     yield from walk((), parser if parser is not None else top_parser())
 
 
-class _Py311Options:
+class _Py311Options(argparse.HelpFormatter):
     """Python 3.11's option strings (``-o OUTPUT, --output OUTPUT``), mixed into a formatter."""
 
     def _format_action_invocation(self, action: argparse.Action) -> str:
@@ -94,16 +95,17 @@ class _Py311Options:
 def help_text(parser: argparse.ArgumentParser) -> str:
     """``parser``'s ``--help``, WIDTH columns wide, without colour, whatever the terminal."""
     original = parser.formatter_class
+    assert isinstance(original, type)  # argparse's formatters are classes; ours too
     fixed = type("Formatter", (_Py311Options, original), {})
-    parser.formatter_class = lambda prog: fixed(prog, width=WIDTH)  # type: ignore[assignment]
-    color = getattr(parser, "color", None)
-    if color is not None:  # Python 3.14+: colour when the output is a terminal
+    parser.formatter_class = lambda prog: fixed(prog, width=WIDTH)
+    if sys.version_info >= (3, 14):  # colour when the output is a terminal
+        color = parser.color
         parser.color = False
     try:
         return parser.format_help()
     finally:
         parser.formatter_class = original
-        if color is not None:
+        if sys.version_info >= (3, 14):
             parser.color = color
 
 

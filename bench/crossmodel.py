@@ -27,7 +27,8 @@ class StoredWith(Embedder):
             )
         self.stored, self.asked = stored, asked
         self.provider, self.name, self.dim = asked.provider, asked.name, asked.dim
-        self.batch_size = asked.batch_size
+        # Not every Embedder has one; the pipeline's timeout reads it the same way.
+        self.batch_size: int = getattr(asked, "batch_size", 64)
 
     def _load(self) -> None:
         self.stored.load()

@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memlane.bench.common import (
     BenchContext,
@@ -41,6 +41,10 @@ from memlane.bench.common import (
     versions,
 )
 from memlane.bench.corpus import QUESTIONS, Corpus, Query, relevant
+
+if TYPE_CHECKING:
+    from memlane.pipeline.providers.embedding import Embedder
+    from memlane.pipeline.remember.inputs import MemoryInput
 
 BATCH_SIZE = 256
 EMBED_SAMPLE = 2048  # texts per size step stored with real embeddings and also embedded bare
@@ -73,7 +77,7 @@ class PoolEmbedder:
 
     def __init__(self, real, pool: int, noise: float = NOISE) -> None:
         self._real, self.pool_size, self.noise = real, pool, noise
-        self.mode = "real"
+        self.mode: str = "real"
         self._vectors: list = []
         self._by_key: dict[tuple, list[int]] = defaultdict(list)
         self._exact: dict[str, int] = {}  # pool text -> its vector (a store copied from the pool)
@@ -128,7 +132,7 @@ class PoolEmbedder:
         return out
 
 
-def _payload(batch, projects: dict[str, str]) -> list[dict]:
+def _payload(batch, projects: dict[str, str]) -> list[MemoryInput | dict[str, Any]]:
     return [
         {
             "content": it.content,
@@ -161,9 +165,9 @@ async def grow(
     ``concurrency`` batches in flight, each of one project (``by_project``); it is timed apart."""
     engine, emb = ctx.engine, ctx.engine.embedder
     items = await fresh_items(ctx, corpus, n, list(projects.values())) if resumed else corpus.take(n)
-    pooled = isinstance(emb, PoolEmbedder)
-    n_real_head = min(n, max(0, emb.pool_size - stored)) if pooled else n
-    n_sample = min(sample, n - n_real_head) if pooled else 0
+    pool = emb if isinstance(emb, PoolEmbedder) else None
+    n_real_head = min(n, max(0, pool.pool_size - stored)) if pool is not None else n
+    n_sample = min(sample, n - n_real_head) if pool is not None else 0
     head, middle, tail = (
         items[:n_real_head],
         items[n_real_head : n - n_sample],
@@ -173,13 +177,14 @@ async def grow(
     sample_from = max(0, len(head) - sample) if not tail else None
     with progress(n, "remember", show, unit="mem") as bar:
         for part, sampled in ((head, sample_from), (tail, 0 if tail else None)):
-            if pooled:
-                emb.mode = "real"  # (the pool path, between the two, sets "pool")
+            if pool is not None:
+                pool.mode = "real"  # (the pool path, between the two, sets "pool")
             for i, batch in enumerate(chunks(part, BATCH_SIZE)):
                 texts = [it.content for it in batch]
                 if sampled is not None and (i + 1) * BATCH_SIZE > sampled and raw_n < sample:
                     t0 = time.perf_counter()
-                    await asyncio.to_thread(emb._real.embed_memories if pooled else emb.embed_memories, texts)
+                    real = pool._real if pool is not None else emb
+                    await asyncio.to_thread(real.embed_memories, texts)
                     raw_s += time.perf_counter() - t0
                     raw_n += len(texts)
                 t0 = time.perf_counter()
@@ -189,7 +194,8 @@ async def grow(
                 created += sum(r.status == "created" for r in results)
                 bar.update(len(batch))
             if part is head and middle:
-                emb.mode = "pool"
+                assert pool is not None  # without a pool every item is in the head
+                pool.mode = "pool"
                 created_mid, pool_s = await _pool_build(engine, middle, projects, concurrency, bar, show)
                 created += created_mid
                 settled_s = await settle(ctx)
@@ -297,8 +303,8 @@ async def _pool_build(engine, items, projects, concurrency: int, bar, show: bool
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 t.result()
-    for t in asyncio.as_completed(list(pending)):
-        await t
+    for left in asyncio.as_completed(list(pending)):
+        await left
     return created, time.perf_counter() - t0
 
 
@@ -331,7 +337,9 @@ class CpuMeter:
         import psutil
 
         async with admin_connection(ctx.engine.store) as conn:  # (its backend lives while it is open)
-            (pid,) = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+            row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+            assert row is not None  # a SELECT without FROM returns its one row
+            (pid,) = row
             try:
                 backend = psutil.Process(pid)
                 postmaster = backend.parent() if "postgres" in backend.name() else None
@@ -374,8 +382,8 @@ def _cpu_summary(samples: list[tuple[float, float | None]]) -> dict[str, float |
     if not samples:
         return {"engine_ms": None, "database_ms": None, "total_ms": None}
     engine = sum(e for e, _ in samples) / len(samples) * 1000
-    dbs = [d for _, d in samples]
-    database = None if any(d is None for d in dbs) else sum(dbs) / len(dbs) * 1000
+    dbs = [d for _, d in samples if d is not None]
+    database = None if len(dbs) < len(samples) else sum(dbs) / len(dbs) * 1000
     total = None if database is None else engine + database
     return {
         "engine_ms": round(engine, 2),
@@ -509,12 +517,13 @@ async def paired_growth(
         }
     )
     emb = ctx.engine.embedder
-    mode = getattr(emb, "mode", None)
+    pool = emb if isinstance(emb, PoolEmbedder) else None
+    mode = pool.mode if pool is not None else "real"
     try:
         async with bench_engine(copy_cfg, embedder=emb) as copy:
             t0 = time.perf_counter()
-            if isinstance(emb, PoolEmbedder):
-                emb.mode = "copy"  # the pool's texts get the vectors the store has
+            if pool is not None:
+                pool.mode = "copy"  # the pool's texts get the vectors the store has
             items = Corpus(seed).take(reference)
             with progress(reference, "copy", show, unit="mem") as bar:
                 for batch in chunks(items, BATCH_SIZE):
@@ -536,8 +545,8 @@ async def paired_growth(
                         bar.update(1)
             copied = await stored_count(copy, list(projects.values()))
     finally:
-        if mode is not None:
-            emb.mode = mode
+        if pool is not None:
+            pool.mode = mode
         async with admin_connection(store) as conn:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', prepare=False)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -688,7 +697,9 @@ async def run(
     async with bench_engine(settings, embedder=embedder) as ctx:
         await asyncio.to_thread(ctx.engine.runtime.warm)
         vers = await versions(ctx.engine)  # at the start: a long run's checkout may move on
-        ctx.engine.embedder = PoolEmbedder(ctx.engine.embedder, pool)
+        pooled = PoolEmbedder(ctx.engine.embedder, pool)
+        # Not an Embedder subclass: it hands what it does not override to the real one (__getattr__).
+        ctx.engine.embedder = cast("Embedder", pooled)
         if keep:
             projects = {name: f"bench-latency-{name}" for name in corpus.projects}
         else:
@@ -696,7 +707,7 @@ async def run(
         have = await stored_count(ctx, list(projects.values())) if keep else 0
         if have:
             corpus.take(have)  # the stream goes on where the kept store ends
-            ctx.engine.embedder.fill(*await kept_pool(ctx, list(projects.values()), pool))
+            pooled.fill(*await kept_pool(ctx, list(projects.values()), pool))
         reused = have
 
         def report() -> dict[str, Any]:
@@ -714,7 +725,7 @@ async def run(
                 pool=pool,
                 pool_noise=NOISE,
                 build_concurrency=concurrency,
-                derived_vectors=ctx.engine.embedder.derived,
+                derived_vectors=pooled.derived,
                 reused_store_memories=reused,
             )
             if keep and cfg["engine"].get("data_dir") not in (None, "(temporary)"):

@@ -35,7 +35,8 @@ BUDGET_ROUND_TRIPS = 2.5
 
 async def _measure(ctx, questions, projects, show: bool, label: str) -> dict[str, Any]:
     engine = ctx.engine
-    wall, stage_ms, statuses, calls, tokens = [], defaultdict(list), Counter(), [], []
+    wall, stage_ms, calls, tokens = [], defaultdict(list), [], []
+    statuses: Counter[str] = Counter()
 
     def request(q):
         return {"query": q.text, "project": projects[q.project], "mode": "full"}

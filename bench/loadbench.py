@@ -287,11 +287,13 @@ def verify(dsn: str, project: str, acknowledged: list[str]) -> dict[str, Any]:
             " AND metadata ? 'load_marker' GROUP BY 1",
             (project,),
         ).fetchall()
-        (half,) = conn.execute(
+        counted = conn.execute(
             "SELECT count(*) FROM memories WHERE project = %s AND (embedding IS NULL OR content_hash IS NULL)",
             (project,),
         ).fetchone()
-    stored = dict(rows)
+    assert counted is not None  # count(*) returns its one row
+    (half,) = counted
+    stored: dict[str, int] = dict(rows)
     lost = sum(1 for m in acknowledged if stored.get(m, 0) == 0)
     duplicated = sum(1 for m in acknowledged if stored.get(m, 0) > 1)
     return {"lost": lost, "duplicated": duplicated, "half_written": half, "stored_rows": sum(stored.values())}
@@ -406,7 +408,7 @@ async def run(
         ok = True
     finally:
         fleet.stop()
-        if embedded:
+        if embedded and temp is not None:  # (an embedded run always has its temporary directory)
             stop_embedded(temp)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)

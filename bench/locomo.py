@@ -52,6 +52,7 @@ from memlane.bench.locomo_data import (
 from memlane.bench.methods import Method, ablation_methods, recall_settings
 from memlane.pipeline.recall import arms as arm_registry
 from memlane.pipeline.recall.query import RecallQuery
+from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.server.mcp.tools import ingest_text, remember_memory
 
 PATHS = ("tool", "batch", "ingest")
@@ -178,7 +179,7 @@ async def ingest(ctx: BenchContext, convs: list[Conversation], show: bool) -> tu
             for start, batch in zip(
                 range(0, len(conv.turns), BATCH_SIZE), chunks(conv.turns, BATCH_SIZE), strict=True
             ):
-                items = [
+                items: list[MemoryInput | dict[str, Any]] = [
                     {
                         "content": t.content,
                         "project": project,
@@ -403,7 +404,7 @@ def _categories(convs: list[Conversation]) -> dict[str, int]:
 
 def build_report(ctx, source, convs, remember, runs, ablation, vers, unrelated_block=None) -> dict[str, Any]:
     main: MethodRun = runs[DEFAULT.name]
-    notes = sum((c.evidence_notes for c in convs), Counter())
+    notes: Counter[str] = sum((c.evidence_notes for c in convs), Counter())
     report: dict[str, Any] = {
         "dataset": "locomo",
         "source": str(source),

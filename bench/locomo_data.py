@@ -65,7 +65,7 @@ class Conversation:
     questions: list[Question]
     last_session: int
     reference_time: datetime
-    evidence_notes: Counter = field(default_factory=Counter)
+    evidence_notes: Counter[str] = field(default_factory=Counter)
 
 
 def parse_session_date(text: str) -> datetime:
@@ -125,7 +125,7 @@ def parse_conversation(name: str, conv: dict[str, Any]) -> Conversation:
         for t in conv[f"session_{n}"]:
             turns.append(Turn(dia_id=t["dia_id"], session=n, content=turn_content(t), occurred_at=when))
     known = {t.dia_id for t in turns}
-    notes: Counter = Counter()
+    notes: Counter[str] = Counter()
     questions = []
     for qa in conv.get("qa", []):
         if not qa.get("evidence"):

@@ -25,6 +25,7 @@ from memlane.bench.common import (
 )
 from memlane.bench.corpus import Corpus
 from memlane.pipeline import maintain
+from memlane.pipeline.remember.inputs import MemoryInput
 
 BATCH_SIZE = 256
 
@@ -55,7 +56,9 @@ async def build(ctx: BenchContext, n: int, every: int, seed: int, show: bool) ->
     with progress(len(items), "remember", show, unit="mem") as bar:
         for start in range(0, len(items), BATCH_SIZE):
             batch = items[start : start + BATCH_SIZE]
-            payload = [{k: v for k, v in it.items() if k != "duplicate_of"} for it in batch]
+            payload: list[MemoryInput | dict[str, Any]] = [
+                {k: v for k, v in it.items() if k != "duplicate_of"} for it in batch
+            ]
             for j, r in enumerate(await ctx.engine.remember_many(payload)):
                 ids[start + j] = r.id
             bar.update(len(batch))

@@ -170,7 +170,7 @@ async def run(
     cfg = settings.engine()
     temp = None if uses_configured_store(cfg) else Path(tempfile.mkdtemp(prefix="memlane-bench-mcp-"))
     data_dir = temp or cfg.data_dir
-    cold = cold_database and temp is not None  # a configured store is not the bench's to stop
+    cold = temp if cold_database else None  # a configured store is not the bench's to stop
     project = f"bench-mcp-{uuid.uuid4().hex[:8]}"
     try:
         if temp is not None:
@@ -183,9 +183,9 @@ async def run(
         log_path = Path(tempfile.gettempdir()) / f"memlane-bench-mcp-{uuid.uuid4().hex[:6]}.log"
         spawns = await _spawns(params, log_path, runs, calls, project, question, turns=turns)
         cold_spawns = None
-        if cold:
+        if cold is not None:
             cold_spawns = await _spawns(
-                params, log_path, runs, 0, project, question, before=lambda: stop_embedded(temp)
+                params, log_path, runs, 0, project, question, before=lambda: stop_embedded(cold)
             )
     finally:
         if temp is not None:

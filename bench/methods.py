@@ -28,7 +28,7 @@ from memlane.pipeline.recall.query import Ablation
 # The switches of ``Ablation``: its fields that are on by default (a part of recall it can turn off).
 SWITCHES = tuple(f.name for f in dataclasses.fields(Ablation) if f.default is True)
 # Method-name suffix -> recall config overrides; skipped when a field does not exist (any more).
-CONFIG_VARIANTS = {
+CONFIG_VARIANTS: dict[str, dict[str, Any]] = {
     "no-neighbour-lift": {"neighbour_lift": 0.0},
     "neighbour-lift-0.15": {"neighbour_lift": 0.15},
     "neighbour-lift-0.6": {"neighbour_lift": 0.6},

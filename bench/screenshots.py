@@ -138,6 +138,7 @@ async def seed(config: EngineConfig) -> tuple[str, int]:
         # The entity page: the billing project's most mentioned entity.
         listed = (await engine.store.project_entities("acme-billing", limit=500)).entities
         entity = max(listed, key=lambda e: (e.mentions, e.name))
+        assert chosen is not None, "DEMO lost the memory the memory page photographs"
         return chosen, entity.id
     finally:
         await engine.close()

@@ -19,7 +19,7 @@ import json
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memlane.bench.common import versions
 from memlane.pipeline.config import TopicsConfig
@@ -29,6 +29,10 @@ from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.remember.topics import Topics
 from memlane.pipeline.remember.topics_llm import TopicsLLM
 from memlane.pipeline.validate import FACT_TYPES
+
+if TYPE_CHECKING:
+    from memlane.pipeline.llm.service import StageLLM
+    from memlane.pipeline.store import Store
 
 
 class _NoStore:
@@ -94,6 +98,7 @@ async def run(
         }
     )
     refiner = None
+    stage: StageLLM | None = None  # with --llm, the topics stage's model (or a ConfigError)
     if llm:
         stages = cfg.llm.stages.model_copy(
             update={"topics": cfg.llm.stages.topics.model_copy(update={"enabled": True})}
@@ -118,7 +123,7 @@ async def run(
         "versions": await versions(),
         "files": {},
     }
-    if llm:
+    if stage is not None:
         report["llm"] = {"provider": stage.model_key, "prompt": stage.prompt.id}
     for path in files:
         rows = _rows(path)
@@ -130,12 +135,14 @@ async def run(
             "memories": len(rows),
             "offline": _score(rows, [a.topics for a in offline], kinds),
         }
-        if llm:
+        if stage is not None:
             refiner = TopicsLLM(stage, topics, timeout)
             before = stage.service.totals.as_dict()
             inputs = [MemoryInput.parse(cfg, {"content": t}) for t in texts]
             started = time.perf_counter()
-            refined_inputs, refined = await refiner(_NoStore(), inputs, vectors, offline)
+            # Not a Store: the refiner reads only auto_topics, and not for a fixed taxonomy.
+            no_store = cast("Store", _NoStore())
+            refined_inputs, refined = await refiner(no_store, inputs, vectors, offline)
             seconds = time.perf_counter() - started
             after = stage.service.totals.as_dict()
             entry["llm"] = {

@@ -88,6 +88,14 @@ async def fill(engine: Engine, n: int) -> None:
         await conn.execute("VACUUM ANALYZE memories")  # what autovacuum would do before anyone browses
 
 
+def _first(pattern: str, page: str) -> str:
+    """The first group of ``pattern`` in ``page``; a page that lost it stops the run by name."""
+    found = re.search(pattern, page)
+    if found is None:
+        raise RuntimeError(f"no {pattern!r} in the page")
+    return found.group(1)
+
+
 async def measure(n: int, data_dir: Path, runs: int) -> None:
     engine = Engine(EngineConfig(data_dir=data_dir))
     await engine.open()
@@ -106,11 +114,11 @@ async def measure(n: int, data_dir: Path, runs: int) -> None:
             transport=httpx.ASGITransport(app=app), base_url="http://testserver"
         ) as c:
             r = await c.get("/projects/big")
-            memory_id = re.search(r'href="/memories/([0-9a-f-]+)"', r.text).group(1)
+            memory_id = _first(r'href="/memories/([0-9a-f-]+)"', r.text)
             deep, hops = "/projects/big", min(190, n // 50 - 5)
             for _ in range(hops):  # follow the "next page" links to a page deep in the list
-                nxt = re.search(r'id="next-page" href="\?([^"]+)"', (await c.get(deep)).text)
-                deep = "/projects/big?" + unescape(nxt.group(1))
+                nxt = _first(r'id="next-page" href="\?([^"]+)"', (await c.get(deep)).text)
+                deep = "/projects/big?" + unescape(nxt)
             pages = {
                 "projects (/)": "/",
                 "list, first page": "/projects/big",

@@ -276,9 +276,9 @@ def _field_default(field: Any) -> Any:
     return field.get_default(call_default_factory=True)
 
 
-def _section(model: type[BaseModel]) -> type[BaseModel] | None:
+def _section(annotation: Any) -> type[BaseModel] | None:
     """The nested settings model a field holds (``recall.decay``), or None for a value."""
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def reference_markdown(model: type[BaseModel] | None = None) -> str:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -38,7 +38,7 @@ from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.authentication import AuthCredentials
+from starlette.authentication import AuthCredentials, BaseUser
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
@@ -49,6 +49,9 @@ from memlane.pipeline.config import data_dir_of
 from memlane.pipeline.errors import MemlaneError
 from memlane.server.auth.token_store import TokenStore, env_records
 from memlane.server.settings import Settings
+
+if TYPE_CHECKING:
+    from memlane.pipeline.store import Store
 
 log = logging.getLogger("memlane.auth")
 
@@ -112,10 +115,12 @@ class LocalOrBearer(BearerAuthBackend):
         self.store = verifier.store
         self.open_when_no_tokens = open_when_no_tokens
 
-    async def authenticate(self, conn: HTTPConnection):
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         if self.open_when_no_tokens and "authorization" not in conn.headers and not self.store.configured():
             return AuthCredentials([]), AuthenticatedUser(_access_token("", LOCAL))
-        return await super().authenticate(conn)
+        # The SDK's backend leaves its result untyped; Starlette's contract is this.
+        bearer: tuple[AuthCredentials, BaseUser] | None = await super().authenticate(conn)
+        return bearer
 
 
 @dataclass
@@ -137,7 +142,7 @@ class RateLimiter:
     per_minute: float
     burst: int
     clock: Any = time.monotonic
-    shared: Callable[[], Any] | None = None
+    shared: Callable[[], Store | None] | None = None
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _warned_at: float = -math.inf
@@ -304,13 +309,18 @@ class HttpAuth:
 
     @property
     def resource_metadata_url(self) -> str:
-        return str(build_resource_metadata_url(self.settings.resource_server_url))
+        url = self.settings.resource_server_url
+        assert url is not None  # http_auth always sets it
+        return str(build_resource_metadata_url(url))
 
     def install(self, app: Starlette) -> None:
         """Put memlane's backend in place of the SDK's (same middleware, same position) and the rate
         limit right after it, before the app builds its middleware stack."""
         for i, m in enumerate(app.user_middleware):
-            if m.cls is AuthenticationMiddleware:
+            # Starlette types `cls` as a middleware factory protocol, which the class is not
+            # statically; at run time it is the class the SDK registered.
+            cls: object = m.cls
+            if cls is AuthenticationMiddleware:
                 app.user_middleware[i] = Middleware(
                     AuthenticationMiddleware,
                     backend=LocalOrBearer(self.verifier, open_when_no_tokens=self.open_when_no_tokens),

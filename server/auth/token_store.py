@@ -24,6 +24,7 @@ import re
 import secrets
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,9 +114,10 @@ def _record(obj: Any, source: str) -> TokenRecord:
             raise ValueError(f"token {name!r}: a token must be a string of at least 32 characters")
         sha = digest(obj["token"])
     else:
-        sha = obj.get("sha256")
-        if not isinstance(sha, str) or not _HEX_RE.match(sha):
+        given = obj.get("sha256")
+        if not isinstance(given, str) or not _HEX_RE.match(given):
             raise ValueError(f"token {name!r}: sha256 must be 64 lowercase hex digits")
+        sha = given
     created = obj.get("created")
     return TokenRecord(
         name, sha, check_projects(obj.get("projects")), created if isinstance(created, str) else None, source
@@ -299,7 +301,7 @@ def write_file(path: Path, records: list[TokenRecord]) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     """Serialise create/revoke between processes (a lock file next to the tokens file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

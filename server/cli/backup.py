@@ -100,7 +100,9 @@ def last_backup(folder_of: Path, now: datetime | None = None) -> dict[str, Any] 
     if not found:
         return None
     newest = found[-1]
-    stamp = backups.NAME_RE.fullmatch(newest.name).group(1)
+    named = backups.NAME_RE.fullmatch(newest.name)
+    assert named is not None  # listed() keeps only the names it matches
+    stamp = named.group(1)
     taken = datetime.strptime(stamp, "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
     age = ((now or datetime.now(UTC)) - taken).total_seconds()
     return {"path": str(newest), "age": _age(age), "count": len(found)}

@@ -118,7 +118,7 @@ def entry_for(client: Client, command: str, args: list[str], env: dict[str, str]
         return fresh
     merged = dict(old)
     merged.update((k, v) for k, v in fresh.items() if k != "env")
-    old_env = old.get("env") if isinstance(old.get("env"), dict) else {}
+    old_env = found if isinstance(found := old.get("env"), dict) else {}
     new_env = {k: v for k, v in old_env.items() if k not in MANAGED_ENV or k in env} | env
     if new_env or "env" in old or "env" in fresh:
         merged["env"] = new_env

@@ -446,7 +446,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
     from memlane.server.cli.backup import last_backup
 
     report["last_backup"] = last_backup(engine.runtime.data_dir) or "none in data_dir/backups"
-    versions = {"memlane": VERSION}
+    versions: dict[str, str | None] = {"memlane": VERSION}
     for pkg in (
         "mcp",
         "psycopg",

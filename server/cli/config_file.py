@@ -34,7 +34,6 @@ from typing import Any
 
 BOM = b"\xef\xbb\xbf"
 BACKUP_INFIX = ".memlane-backup-"
-_WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
@@ -87,7 +86,7 @@ class ConfigFile:
         return (self.raw or b"").removeprefix(BOM).decode("utf-8", errors="replace")
 
     def _splice(self, text: str, key: str, name: str, entry: dict | None) -> str:
-        top = _WS.match(text).end()
+        top = _skip_ws(text, 0)
         top_members, top_close = _members(text, top)
         servers = _last(top_members, key)
         if servers is None:  # no server map yet: add one holding the entry, as the last key
@@ -95,6 +94,8 @@ class ConfigFile:
         members, close = _members(text, servers.value_start)
         member = _last(members, name)
         if entry is None:
+            if member is None:  # nothing to remove: the caller rewrites the whole file
+                raise ValueError("no such member")
             i = members.index(member)
             if len(members) == 1:
                 return text[: servers.value_start + 1] + text[close:]
@@ -146,24 +147,32 @@ def _members(text: str, start: int) -> tuple[list[_Member], int]:
     known to be JSON (``load`` parsed it); anything unexpected raises ValueError."""
     if text[start] != "{":
         raise ValueError("not an object")
-    members, i = [], start + 1
+    members: list[_Member] = []
+    i = start + 1
     while True:
-        lead_start, i = i, _WS.match(text, i).end()
+        lead_start, i = i, _skip_ws(text, i)
         if text[i] == "}" and not members:
             return members, i
         key, key_end = _DECODER.raw_decode(text, i)
-        colon_end = _WS.match(text, key_end).end()
+        colon_end = _skip_ws(text, key_end)
         if text[colon_end] != ":":
             raise ValueError("no colon")
-        value_start = _WS.match(text, colon_end + 1).end()
+        value_start = _skip_ws(text, colon_end + 1)
         _, value_end = _DECODER.raw_decode(text, value_start)
         members.append(_Member(key, text[lead_start:i], i, text[key_end:value_start], value_start, value_end))
-        i = _WS.match(text, value_end).end()
+        i = _skip_ws(text, value_end)
         if text[i] == "}":
             return members, i
         if text[i] != ",":
             raise ValueError("no comma")
         i += 1
+
+
+def _skip_ws(text: str, i: int) -> int:
+    """Where the JSON whitespace that starts at ``i`` ends."""
+    while i < len(text) and text[i] in " \t\n\r":
+        i += 1
+    return i
 
 
 def _last(members: list[_Member], key: str) -> _Member | None:

@@ -177,11 +177,15 @@ def _servers(cf: config_file.ConfigFile, client: Client) -> dict:
     return servers
 
 
-def _cli_shape(entry: Any) -> dict | None:
+def _cli_shape(entry: Any) -> dict[str, Any] | None:
     """An entry as ``claude mcp add`` writes it: these four keys, no others."""
     if not isinstance(entry, dict):
         return None
-    keys = {"type": "stdio", "command": None, "args": [], "env": {}}
+    return _cli_fields(entry)
+
+
+def _cli_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    keys: dict[str, Any] = {"type": "stdio", "command": None, "args": [], "env": {}}
     return {k: entry.get(k) or default for k, default in keys.items()}
 
 
@@ -205,7 +209,7 @@ def _with_claude_cli(
         steps, action = [remove], "removed from"
     else:
         # Keys of the old entry beyond these four would be lost: claude mcp add writes only these.
-        entry = _cli_shape(entry_for(client, command, cmd_args, env, old))
+        entry = _cli_fields(entry_for(client, command, cmd_args, env, old))
         if _cli_shape(old) == entry:
             print(f"memlane is already configured in {client.title}: {path} (user scope; nothing changed)")
             _describe(entry)
@@ -308,8 +312,13 @@ def _list(host: Host, names: list[str]) -> int:
 def _command_line(entry: dict) -> str:
     if "command" not in entry:
         return f"url {entry.get('url') or entry.get('serverUrl')}"
-    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    args = _args_of(entry)
     return shlex.join([str(entry["command"]), *map(str, args)])
+
+
+def _args_of(entry: dict) -> list[Any]:
+    args = entry.get("args")
+    return args if isinstance(args, list) else []
 
 
 def _command_state(entry: dict, host: Host) -> str:
@@ -319,7 +328,7 @@ def _command_state(entry: dict, host: Host) -> str:
     found = command if os.path.isabs(command) and os.access(command, os.X_OK) else host.which(command)
     if not found:
         return "MISSING: no such command"
-    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    args = _args_of(entry)
     if "--from" in args[:-1]:  # the uvx form: the wheel it installs from must be there too
         spec = str(args[args.index("--from") + 1])
         if os.path.isabs(spec) and not os.path.exists(spec):

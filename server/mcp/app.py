@@ -9,7 +9,7 @@ database starts and the embedding model loads in the background; the first tool 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -52,7 +52,7 @@ nearly the same: update that one instead of keeping both when the new one replac
 
 # In the order tools/list shows them (a client shows them in that order; tests pin it). Every tool
 # touches only memlane's own store: none is open-world.
-TOOLS = [
+TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (
         tools.remember,
         ToolAnnotations(
@@ -122,7 +122,8 @@ def build_server(
         version=VERSION,
         lifespan=lifespan,
         log_level=settings.server.log_level,
-        **({"auth": auth.settings, "token_verifier": auth.verifier} if auth is not None else {}),
+        auth=auth.settings if auth is not None else None,
+        token_verifier=auth.verifier if auth is not None else None,
     )
     for fn, hints in TOOLS:
         # The title twice: the tool's own (2025-06-18 on) and in its annotations (older clients).
@@ -180,4 +181,4 @@ def _observe_tool_calls(server: MCPServer, metrics: Metrics | None) -> None:
                 if metrics is not None:
                     metrics.tool_call(tool, outcome, time.perf_counter() - started)
 
-    server.call_tool = observed  # type: ignore[method-assign]
+    server.call_tool = observed  # type: ignore[method-assign]  # the SDK's handler looks it up on the instance

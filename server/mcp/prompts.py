@@ -9,6 +9,7 @@ response, and the message is memlane's (``tool_error``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -119,7 +120,7 @@ async def project_brief(ctx: Context, project: Project = None) -> str:
 
 
 # (MCP name, function, title) in the order prompts/list shows them.
-PROMPTS = [
+PROMPTS: list[tuple[str, Callable[..., Awaitable[str]], str]] = [
     ("recall-context", recall_context, "Recall context on a topic"),
     ("remember-conversation", remember_conversation, "Remember this conversation"),
     ("project-brief", project_brief, "Brief me on a project"),

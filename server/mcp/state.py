@@ -11,7 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
@@ -59,12 +59,14 @@ class State:
         if auth is not None:  # the rate limit's buckets are the database's once the store is open
             auth.limiter.shared = self.opened_store
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task:
+        """The start-up's task, begun on the first call."""
         if self._startup is None:
             if self.metrics is not None:
                 self.metrics.attach(self)
             self._startup = self._open()
             self.engine.runtime.warm_in_background().add_done_callback(_log_warm_failure)
+        return self._startup
 
     def _open(self) -> asyncio.Task:
         """The start-up's task, which logs when the store is open (a failure: the first call says
@@ -85,8 +87,7 @@ class State:
         return self.engine.store
 
     async def ready(self) -> Engine:
-        self.start()
-        task = self._startup
+        task = self.start()
         if task.done() and _failed(task):
             # A start-up that failed before this call (the database could not start, was not
             # reachable yet) is tried again rather than its old error repeated for the life of the
@@ -106,8 +107,7 @@ class State:
         """Why this server cannot serve a tool call now, in words that name no path, address or
         error text (``/readyz`` shows them to anyone); None when it can: the start-up has opened
         the store (migrations applied), the embedding model is loaded and the database answers."""
-        self.start()
-        task = self._startup
+        task = self.start()
         if not task.done():
             return "starting: the database is being opened and migrated"
         if _failed(task):
@@ -191,7 +191,8 @@ def _log_warm_failure(warming) -> None:
 
 def state_of(ctx: Context) -> State:
     """The ``State`` the server's lifespan yielded, from a tool's or a resource template's context."""
-    return ctx.request_context.lifespan_context
+    # The lifespan (app.py) yields a State; the SDK's Context types it as its default, a dict.
+    return cast(State, ctx.request_context.lifespan_context)
 
 
 def tool_error(e: MemlaneError) -> ToolError:
@@ -207,7 +208,7 @@ def tool_error(e: MemlaneError) -> ToolError:
         err = ToolError(f"memlane's database failed: {e}")
     else:
         err = ToolError(str(e))
-    err.outcome = _outcome(e)  # type: ignore[attr-defined]
+    err.outcome = _outcome(e)  # type: ignore[attr-defined]  # our mark on the SDK's class; outcome_of reads it
     return err
 
 

@@ -89,7 +89,9 @@ def bar_chart(points: list[tuple[str, int]], width: int = 1100, height: int = 24
     max_v = max((v for _, v in points), default=0) or 1
     total = sum(v for _, v in points) or 1
     step = plot_w / n if n else plot_w
-    bars, line, running = [], [], 0
+    bars: list[dict[str, Any]] = []
+    line: list[str] = []
+    running = 0
     for i, (label, v) in enumerate(points):
         h = v / max_v * plot_h
         x = left + i * step
