@@ -60,7 +60,10 @@ class ServerConfig(BaseModel):
 
 
 class UIConfig(BaseModel):
-    """The memory browser (server/ui): ``memlane ui``, and ``/ui`` in the HTTP server when enabled."""
+    """The memory browser (server/ui): ``memlane ui``, and ``/ui`` in the HTTP server when enabled.
+    It has no login yet, so both refuse to serve it on an address other than the loopback. Once a
+    token exists, ``/ui`` answers only a token created with ``--projects '*'`` (it shows every
+    project)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -72,7 +75,8 @@ class UIConfig(BaseModel):
 
 class TelemetryConfig(BaseModel):
     """Prometheus metrics (server/metrics.py): ``/metrics`` on the HTTP and SSE transports, and a
-    loopback listener of its own for a stdio server that asks for one."""
+    loopback listener of its own for a stdio server that asks for one. Once a token exists,
+    ``/metrics`` answers only a token created with ``--projects '*'``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,6 +86,7 @@ class TelemetryConfig(BaseModel):
         le=65535,
         description="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics from a stdio server "
         "(HTTP and SSE servers have /metrics on their own port). Unset: none.",
+        examples=[9464],
     )
     project_labels: bool = Field(
         default=False,
@@ -94,7 +99,10 @@ class TelemetryConfig(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Bearer tokens for the HTTP transports (``memlane token create``; see server/auth/token_store.py)."""
+    """Bearer tokens for the HTTP transports (``memlane token create``; see server/auth/token_store.py).
+    ``memlane token create --projects 'acme*' [--name N]`` prints a token once and stores only its
+    SHA-256; ``memlane token list``, ``memlane token revoke NAME-or-PREFIX``. Once any token exists
+    every HTTP request needs one (loopback included); with none, only the loopback may be served."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +110,7 @@ class AuthConfig(BaseModel):
         default=None,
         description="Where `memlane token create` stores token hashes and `memlane serve` reads them; "
         "default: tokens.json in the data directory.",
+        examples=["~/.local/share/memlane/tokens.json"],
     )
     tokens: SecretStr | None = Field(
         default=None,
@@ -112,11 +121,13 @@ class AuthConfig(BaseModel):
         default=None,
         description="The URL clients reach this server at (https://memlane.example.com); names the "
         "protected resource in 401 answers and is an allowed Host. Default: http://HOST:PORT.",
+        examples=["https://memlane.example.com"],
     )
     issuer_url: str | None = Field(
         default=None,
         description="An OAuth 2.1 authorization server that issues tokens for this server, advertised in the "
         "protected resource metadata. Default: public_url (memlane's own tokens need none).",
+        examples=["https://auth.example.com"],
     )
     rate_limit_per_minute: float = Field(
         default=600.0, ge=0, description="HTTP requests per minute per token (0: no limit); 429 beyond."

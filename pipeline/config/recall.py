@@ -41,6 +41,7 @@ class DecayConfig(Section):
         default_factory=dict,
         description="Per-category half-lives in days (e.g. incident = 14, preference = 365); other "
         "categories use half_life_days.",
+        examples=[{"incident": 14.0, "preference": 365.0}],
     )
 
     @field_validator("category_half_life_days")
@@ -241,6 +242,7 @@ class RecallConfig(Section):
         default=None,
         description="Offline rerank: a local sentence-transformers CrossEncoder model directory (none ships "
         "on PyPI); used when no LLM reranks.",
+        examples=["/path/to/cross-encoder"],
     )
 
     decay: DecayConfig = Field(

@@ -41,6 +41,16 @@ class TopicsConfig(Section):
     custom_topics: list[CustomTopic] = Field(
         default_factory=list,
         description='Fixed topics: names ("travel") or tables {name, description, keywords}.',
+        examples=[
+            ["travel", "health"],
+            [
+                {
+                    "name": "database",
+                    "description": "databases, SQL, schemas, migrations",
+                    "keywords": ["postgres", "sql", "migration"],
+                }
+            ],
+        ],
     )
     max_topics_per_entry: int = Field(
         default=3, ge=1, le=10, description="At most this many topics a memory."
