@@ -27,7 +27,8 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     transport: Literal["stdio", "http", "sse"] = Field(
-        default="stdio", description="How `memlane serve` talks."
+        default="stdio",
+        description="How `memlane serve` talks: stdio, http (streamable HTTP at /mcp) or sse (at /sse).",
     )
     host: str = Field(
         default="127.0.0.1", description="HTTP/SSE bind address; anything but loopback needs a bearer token."

