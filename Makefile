@@ -77,12 +77,12 @@ lint: $(BIN)/memlane
 	@mkdir -p $(MYPY_TREE) && for part in pipeline server prompts bench; do ln -sfn ../../../$$part $(MYPY_TREE)/$$part; done
 	$(BIN)/mypy -p memlane.pipeline -p memlane.server -p memlane.bench -p memlane.prompts
 
-# Pages that restate the code (the configuration reference, the results tables rendered from
-# bench/results/*.json) are written by the cog blocks in them. `make docs` fails when one is stale
-# (cog --check), a page names a path that does not exist, the code names a docs page or heading
-# that does not exist (.ci/check_doc_paths.py), or a link is broken (mkdocs --strict);
+# Pages that restate the code (the configuration reference and config.example.toml, the results
+# tables rendered from bench/results/*.json) are written by the cog blocks in them. `make docs` fails
+# when one is stale (cog --check), a page names a path that does not exist, the code names a docs
+# page or heading that does not exist (.ci/check_doc_paths.py), or a link is broken (mkdocs --strict);
 # `make docs-generate` rewrites the generated parts.
-DOC_SOURCES := README.md $(wildcard docs/*.md)
+DOC_SOURCES := README.md $(wildcard docs/*.md) config.example.toml
 
 docs: $(BIN)/memlane
 	$(BIN)/cog --check $(DOC_SOURCES)

@@ -27,7 +27,8 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     transport: Literal["stdio", "http", "sse"] = Field(
-        default="stdio", description="How `memlane serve` talks."
+        default="stdio",
+        description="How `memlane serve` talks: stdio, http (streamable HTTP at /mcp) or sse (at /sse).",
     )
     host: str = Field(
         default="127.0.0.1", description="HTTP/SSE bind address; anything but loopback needs a bearer token."
@@ -60,7 +61,10 @@ class ServerConfig(BaseModel):
 
 
 class UIConfig(BaseModel):
-    """The memory browser (server/ui): ``memlane ui``, and ``/ui`` in the HTTP server when enabled."""
+    """The memory browser (server/ui): ``memlane ui``, and ``/ui`` in the HTTP server when enabled.
+    It has no login yet, so both refuse to serve it on an address other than the loopback. Once a
+    token exists, ``/ui`` answers only a token created with ``--projects '*'`` (it shows every
+    project)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -72,7 +76,8 @@ class UIConfig(BaseModel):
 
 class TelemetryConfig(BaseModel):
     """Prometheus metrics (server/metrics.py): ``/metrics`` on the HTTP and SSE transports, and a
-    loopback listener of its own for a stdio server that asks for one."""
+    loopback listener of its own for a stdio server that asks for one. Once a token exists,
+    ``/metrics`` answers only a token created with ``--projects '*'``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,6 +87,7 @@ class TelemetryConfig(BaseModel):
         le=65535,
         description="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics from a stdio server "
         "(HTTP and SSE servers have /metrics on their own port). Unset: none.",
+        examples=[9464],
     )
     project_labels: bool = Field(
         default=False,
@@ -94,7 +100,10 @@ class TelemetryConfig(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Bearer tokens for the HTTP transports (``memlane token create``; see server/auth/token_store.py)."""
+    """Bearer tokens for the HTTP transports (``memlane token create``; see server/auth/token_store.py).
+    ``memlane token create --projects 'acme*' [--name N]`` prints a token once and stores only its
+    SHA-256; ``memlane token list``, ``memlane token revoke NAME-or-PREFIX``. Once any token exists
+    every HTTP request needs one (loopback included); with none, only the loopback may be served."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +111,7 @@ class AuthConfig(BaseModel):
         default=None,
         description="Where `memlane token create` stores token hashes and `memlane serve` reads them; "
         "default: tokens.json in the data directory.",
+        examples=["~/.local/share/memlane/tokens.json"],
     )
     tokens: SecretStr | None = Field(
         default=None,
@@ -112,11 +122,13 @@ class AuthConfig(BaseModel):
         default=None,
         description="The URL clients reach this server at (https://memlane.example.com); names the "
         "protected resource in 401 answers and is an allowed Host. Default: http://HOST:PORT.",
+        examples=["https://memlane.example.com"],
     )
     issuer_url: str | None = Field(
         default=None,
         description="An OAuth 2.1 authorization server that issues tokens for this server, advertised in the "
         "protected resource metadata. Default: public_url (memlane's own tokens need none).",
+        examples=["https://auth.example.com"],
     )
     rate_limit_per_minute: float = Field(
         default=600.0, ge=0, description="HTTP requests per minute per token (0: no limit); 429 beyond."
@@ -233,114 +245,3 @@ def load(config_path: str | os.PathLike | None = None, **overrides: Any) -> Sett
         raise ConfigError(_describe(e, source)) from None
     finally:
         Settings._toml = {}
-
-
-# -- the configuration reference (docs/configuration.md is generated from this) ----------------------
-
-
-def _type_name(annotation: Any) -> str:
-    import types
-    import typing
-
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return " \\| ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        return " \\| ".join(_type_name(a) for a in typing.get_args(annotation))
-    if origin is not None:
-        args = ", ".join(_type_name(a) for a in typing.get_args(annotation))
-        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
-    if annotation is type(None):
-        return "None"
-    return getattr(annotation, "__name__", str(annotation))
-
-
-def _default_text(value: Any) -> str:
-    import json
-
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    if value is None:
-        return "-"
-    if isinstance(value, Path):
-        value = str(value)
-    # Pipes not escaped: in a code span MkDocs keeps them, and would show the backslash.
-    return f"`{json.dumps(value, ensure_ascii=False, default=str)}`"
-
-
-def _field_default(field: Any) -> Any:
-    from pydantic_core import PydanticUndefined
-
-    if field.default is PydanticUndefined and field.default_factory is None:
-        return PydanticUndefined
-    return field.get_default(call_default_factory=True)
-
-
-def _section(annotation: Any) -> type[BaseModel] | None:
-    """The nested settings model a field holds (``recall.decay``), or None for a value."""
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def reference_markdown(model: type[BaseModel] | None = None) -> str:
-    """Every setting as Markdown tables, one per section: key, type, default, variable, meaning.
-
-    Written for ``docs/configuration.md`` (``make docs`` checks that the page matches), so the
-    descriptions in the models are the one place each setting is explained."""
-    from pydantic_core import PydanticUndefined
-
-    model = model or Settings
-    lines: list[str] = []
-
-    def table(
-        section: type[BaseModel], path: tuple[str, ...], defaults: BaseModel | None, note: str = ""
-    ) -> None:
-        # A section's defaults are those of the instance its parent holds (llm.stages.extract is
-        # off there, though LLMStageConfig's own default is on), so values come from `defaults`.
-        rows, nested = [], []
-        for name, field in section.model_fields.items():
-            value = _field_default(field) if defaults is None else getattr(defaults, name)
-            sub = _section(field.annotation)
-            if sub is not None:
-                nested.append((name, sub, value))
-                continue
-            key = ".".join((*path, name))
-            env = ENV_PREFIX + "__".join((*path, name)).upper()
-            desc = " ".join((field.description or "").split()).replace("|", "\\|")
-            default = "(required)" if value is PydanticUndefined else _default_text(value)
-            rows.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | `{env}` | {desc} |")
-        if rows:
-            title = f"`[{'.'.join(path)}]`" if path else "Top level"
-            doc = " ".join((section.__doc__ or "").split()) if path else ""
-            lines.extend([f"### {title}", ""] + [p + "\n" for p in (doc, note) if p])
-            lines.extend(["| key | type | default | environment | meaning |", "|---|---|---|---|---|"])
-            lines.extend(rows + [""])
-        # Three or more sibling sections of one model ([llm.stages.*]) share one table, written
-        # for <name>, with each one's non-default values listed, rather than one table apiece.
-        kinds: dict[type, list[tuple[str, BaseModel]]] = {}
-        for name, sub, value in nested:
-            kinds.setdefault(sub, []).append((name, value))
-        for sub, members in kinds.items():
-            if len(members) < 3:
-                for name, value in members:
-                    table(sub, (*path, name), value)
-                continue
-            names = ", ".join(f"`{n}`" for n, _ in members)
-            plain = sub()
-            changed = [
-                f"`{n}`: " + ", ".join(f"`{k} = {_default_text(v).strip('`')}`" for k, v in diff.items())
-                for n, value in members
-                if (
-                    diff := {
-                        k: getattr(value, k)
-                        for k in sub.model_fields
-                        if getattr(value, k) != getattr(plain, k)
-                    }
-                )
-            ]
-            note = f"`<name>` is one of {names}." + (
-                f" Defaults that differ: {'; '.join(changed)}." if changed else ""
-            )
-            table(sub, (*path, "<name>"), plain, note)
-
-    table(model, (), None)
-    return "\n".join(lines)

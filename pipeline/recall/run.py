@@ -76,7 +76,7 @@ def _threshold(ctx: RecallContext, candidates: list[Candidate]) -> Step[list[Can
 # Stage 8's steps after its factors, in the order they run: each reorders what the one before gave,
 # under the stage contract (``run_steps``), switched by its ``[recall.steps]`` setting. A new step is
 # a module with ``fn(ctx, candidates) -> Step`` and one line here, with its switch in
-# ``RecallSteps`` (pipeline/config.py).
+# ``RecallSteps`` (pipeline/config/recall.py).
 STAGE8_STEPS: tuple[SubStep[RecallContext, list[Candidate]], ...] = (
     SubStep("current", current.current_first, switch="current_first"),
     SubStep("echoes", echoes.statements_first, switch="echoes"),

@@ -1,6 +1,3 @@
-import tomllib
-from pathlib import Path
-
 import pytest
 from pydantic import SecretStr
 
@@ -8,8 +5,6 @@ from memlane.pipeline.config import DatabaseConfig, EngineConfig, RecallConfig, 
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import ConfigError
 from memlane.server.settings import Settings, load
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
 
 @pytest.fixture(autouse=True)
@@ -19,42 +14,6 @@ def clean_env(monkeypatch):
     for k in list(os.environ):
         if k.startswith("MEMLANE_"):
             monkeypatch.delenv(k)
-
-
-def _keys(model_cls, prefix=""):
-    from pydantic import BaseModel
-
-    out = set()
-    for name, field in model_cls.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            out |= _keys(ann, f"{prefix}{name}.")
-        else:
-            out.add(prefix + name)
-    return out
-
-
-def test_example_config_loads_and_equals_the_defaults():
-    s = load(EXAMPLE)
-    assert s.model_dump() == Settings().model_dump()
-
-
-def test_example_config_documents_every_setting():
-    text = EXAMPLE.read_text()
-    documented = set()
-    section = ""
-    for line in text.splitlines():
-        stripped = line.strip().lstrip("#").strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            section = stripped[1:-1] + "."
-        elif "=" in stripped or stripped.startswith(("api_key", "url")):
-            key = stripped.split("=")[0].split(":")[0].strip()
-            documented.add(section + key)
-    # database.url is documented in prose as MEMLANE_DATABASE__URL
-    if "MEMLANE_DATABASE__URL" in text:
-        documented.add("database.url")
-    missing = _keys(Settings) - documented
-    assert not missing, f"config.example.toml does not document: {sorted(missing)}"
 
 
 def test_environment_overrides_the_file_and_nested_keys_merge(tmp_path, monkeypatch):
@@ -151,10 +110,6 @@ def test_missing_and_malformed_files_are_clear_errors(tmp_path):
     bad.write_text("[recall\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load(bad)
-
-
-def test_example_file_is_valid_toml():
-    assert "recall" in tomllib.loads(EXAMPLE.read_text())
 
 
 def test_secrets_are_found_by_type_and_masked_in_reports():
