@@ -183,7 +183,7 @@ class LLMStagesConfig(Section):
     # to 20 memories).
     topics: TopicsStageConfig = TopicsStageConfig(enabled=False)
     # remember: whether a new statement replaces, adds to or contradicts the stored ones about its
-    # subject (pipeline/remember/supersede_llm.py). Off unless enabled: one LLM call per new short
+    # subject (pipeline/supersession/judge.py). Off unless enabled: one LLM call per new short
     # statement that has candidates.
     supersede: SupersedeStageConfig = SupersedeStageConfig(enabled=False)
 
