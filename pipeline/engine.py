@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from memlane.pipeline import access, maintain
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
-from memlane.pipeline.errors import StoreError
+from memlane.pipeline.errors import InvalidInput, NotFound, StoreError
 from memlane.pipeline.llm.service import LLMService
 from memlane.pipeline.providers.embedding.base import Embedder
 from memlane.pipeline.providers.llm.base import LLM
@@ -24,13 +25,14 @@ from memlane.pipeline.recall import run
 from memlane.pipeline.recall.context import RecallContext
 from memlane.pipeline.recall.query import RecallQuery, asks_every_project
 from memlane.pipeline.records import Memory, Recalled, Remembered
-from memlane.pipeline.remember import ingest, supersede_llm, topics_llm, write
+from memlane.pipeline.remember import ingest, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.ingest import IngestResult, Progress
 from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.runtime import Runtime
 from memlane.pipeline.store import Store, replicas
+from memlane.pipeline.supersession import history, judge, marks, undo
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,7 @@ class Engine:
             topics=rt.topics,
             llm=rt.llm,
             topics_llm=topics_llm.for_write(rt.llm, rt.topics, rt.config.llm),
-            supersede_llm=supersede_llm.for_write(rt.llm, rt.config.llm),
+            supersede_llm=judge.for_write(rt.llm, rt.config.llm),
         )
 
     async def remember(
@@ -258,31 +260,68 @@ class Engine:
         await self._written()
         return forgotten
 
+    # Supersession by hand (pipeline/supersession/): the ids resolve within the caller's projects.
+
     async def supersede(
         self, old_id: Any, new_id: Any | None, *, principal: Principal | None = None
     ) -> Memory:
-        """A user's fix of supersession: ``old`` is superseded by ``new``, or (None) current again."""
+        """A user's fix of supersession (``memlane supersede``): ``old`` is superseded by ``new``,
+        whatever the detector decided. Refused for one memory twice, two projects, or a ``new``
+        that ``old`` already supersedes down its chain. ``new_id`` None is ``unsupersede``, as it
+        was before that method existed. Returns ``old`` as it now is."""
+        if new_id is None:
+            return await self.unsupersede(old_id, principal=principal)
         scope = await self._scope(principal)
         old = await self.store.resolve_id(old_id, scope)
-        new = await self.store.resolve_id(new_id, scope) if new_id is not None else None
-        changed = await self.store.set_successor(old, new)
+        new = await self.store.resolve_id(new_id, scope)
+        changed = await undo.supersede(self.store, old, new)
         await self._written()
         return changed
 
-    async def history(self, memory_id: Any, *, principal: Principal | None = None) -> dict[str, Any]:
-        """What memlane keeps of a memory's past: the contents its updates replaced (``versions``,
-        oldest first), the memories it superseded (``supersedes``, newest first) and the one that
-        supersedes it now (``superseded_by``, the end of its chain)."""
-        mid = await self.store.resolve_id(memory_id, await self._scope(principal))
-        m = await self.store.get(mid)
-        earlier = (await self.store.history_of([mid])).get(mid, [])
-        later = (await self.store.successors([mid])).get(mid)
-        return {
-            "memory": m,
-            "versions": await self.store.versions(mid),
-            "supersedes": earlier,
-            "superseded_by": later,
+    async def unsupersede(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+        """Undo a mark (``memlane unsupersede``): the memory is current again. Returns it."""
+        old = await self.store.resolve_id(memory_id, await self._scope(principal))
+        current = await undo.unsupersede(self.store, old)
+        await self._written()
+        return current
+
+    async def restore_marks(
+        self,
+        exported: list[marks.Exported],
+        stored: list[Any],
+        *,
+        principal: Principal | None = None,
+    ) -> marks.Restored:
+        """An import's marks (``superseded_by``, ``conflicts_with``, by the export's ids) set again
+        between the memories it stored: ``exported[i]`` was stored as ``stored[i]``. ``principal``
+        must be allowed the projects of every memory a mark touches."""
+        if len(exported) != len(stored):
+            raise InvalidInput(f"{len(exported)} exported memories for {len(stored)} stored ones")
+        scope = await self._scope(principal)
+        ids = [mid if isinstance(mid, UUID) else await self.store.resolve_id(mid, scope) for mid in stored]
+        # Only the memories a mark touches are read: an import of many memories has few marks. One
+        # in a project the principal may not use is, to it, a missing id.
+        touched = marks.touched(exported, ids)
+        found = {
+            mid: m
+            for mid, m in (await self.store.memories_by_id(list(touched))).items()
+            if scope is None or m.project in scope
         }
+        if missing := touched - found.keys():
+            raise NotFound(f"no memory has id {min(missing)}")
+        restored = await marks.restore(
+            self.store, exported, ids, {mid: m.project for mid, m in found.items()}
+        )
+        await self._written()
+        return restored
+
+    async def history(self, memory_id: Any, *, principal: Principal | None = None) -> dict[str, Any]:
+        """What memlane keeps of a memory's past (``pipeline/supersession/history.py``): the contents
+        its updates replaced (``versions``, oldest first), the memories it superseded
+        (``supersedes``, newest first) and the one that supersedes it now (``superseded_by``, the
+        end of its chain)."""
+        mid = await self.store.resolve_id(memory_id, await self._scope(principal))
+        return await history.history(self.store, mid)
 
     async def update(
         self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None

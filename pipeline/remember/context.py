@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     from memlane.pipeline.config import EngineConfig
     from memlane.pipeline.llm.service import LLMService
     from memlane.pipeline.providers.embedding.base import Embedder
-    from memlane.pipeline.remember.supersede_llm import SupersedeLLM
     from memlane.pipeline.remember.topics import Topics
     from memlane.pipeline.remember.topics_llm import TopicsLLM
     from memlane.pipeline.store import Store
+    from memlane.pipeline.supersession.judge import SupersedeLLM
 
 
 @dataclass(frozen=True, slots=True)

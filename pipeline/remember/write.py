@@ -9,7 +9,7 @@
 | 5 | novelty | here, ingest.py | each memory's nearest stored ones: ``similar`` (ingest: a duplicate) |
 | 6 | topics | topics.py, topics_llm.py, facttypes.py | topics, fact type; first topic = category |
 | 7 | insert and links | here, store | one transaction: the rows, their entities and graph links |
-| 8 | supersede | ../supersede.py, here | among each new memory's nearest: what it states a newer value of |
+| 8 | supersede | ../supersession/marks.py | among each new memory's nearest: what it states a newer value of |
 | 9 | enrich | extract.py | the ``extract`` LLM stage's entities and causes links, after the insert |
 
 Every step takes the ``WriteContext`` (context.py) the engine builds for the call. ``remember``
@@ -27,23 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import numpy as np
-
-from memlane.pipeline import access, supersede, telemetry
+from memlane.pipeline import access, telemetry
 from memlane.pipeline.access import Principal
 from memlane.pipeline.config import EngineConfig
 from memlane.pipeline.errors import EmbeddingFailed
 from memlane.pipeline.providers.embedding import embed_texts, embed_texts_now
-from memlane.pipeline.providers.embedding.base import unit_rows
-from memlane.pipeline.records import Memory, Remembered, Replaced
+from memlane.pipeline.records import Memory, Remembered
 from memlane.pipeline.remember import content_filter, extract, facttypes, passages
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.inputs import MemoryInput
@@ -52,6 +48,7 @@ from memlane.pipeline.remember.topics import Assignment
 from memlane.pipeline.store import Store, StoredRow
 from memlane.pipeline.store.graph import NEIGHBOUR_EF_SEARCH
 from memlane.pipeline.store.rows import WRITTEN
+from memlane.pipeline.supersession import detect, marks
 from memlane.pipeline.time.events import event_time
 
 log = logging.getLogger(__name__)
@@ -164,7 +161,7 @@ async def _remember_in_parts(
     # The part under way at the model (None after the last): the next is sent as one is stored.
     started: asyncio.Future[list[list[float]]] | None = first
     near: list[Near] = []
-    k = max(similar[1], links.settings.relates_to_k, supersede.CANDIDATES)
+    k = max(similar[1], links.settings.relates_to_k, detect.CANDIDATES)
     final: list[MemoryInput] = list(inputs)
     vectors: list[list[float]] = [[] for _ in inputs]  # each part's, in place as it is embedded
     found: list[list[tuple[UUID, float]]] = [[] for _ in inputs]
@@ -328,7 +325,7 @@ async def novelty(
     which it puts in ``links.relates``, and step 8's candidates."""
     near: list[Near] = [()] * len(inputs)
     limit = similar[1] if similar is not None else 0
-    k = max(limit, links.settings.relates_to_k if links is not None else 0, supersede.CANDIDATES)
+    k = max(limit, links.settings.relates_to_k if links is not None else 0, detect.CANDIDATES)
     if found is None:
         found = await _nearest(ctx.store, inputs, vectors, k) if inputs else []
     if inputs:
@@ -450,130 +447,12 @@ async def supersede_new(
     vectors: list[list[float]],
     found: list[list[tuple[UUID, float]]] | None = None,
 ) -> list[Remembered]:
-    """Step 8: each new memory against its nearest current memories of its project
-    (``supersede.decide``): those step 5 found before the insert (``found``; searched here when
-    None) and the new memories of the same batch. The older of a pair that states one attribute's
-    values is marked superseded by the newer. A failure here keeps the memories as stored, unmarked."""
+    """Step 8 (``pipeline/supersession/marks.py``): each new memory against its nearest current
+    memories of its project, the older of a pair that states one attribute's values marked
+    superseded by the newer. A failure there keeps the memories as stored, unmarked."""
     texts = [m if isinstance(m, str) else m.content for m in inputs]
-    # Only a statement of one fact can supersede or be superseded: most chat turns and document
-    # pieces are not, and cost nothing more here.
-    created = [i for i, r in enumerate(results) if r.status == "created" and supersede.may_decide(texts[i])]
-    if not created:
-        return results
-    try:
-        return await _supersede(ctx, results, texts, vectors, found, created)
-    except Exception as e:  # noqa: BLE001 - the memories are stored: never a failed remember
-        log.warning("supersession skipped: %s", type(e).__name__)
-        return results
-
-
-async def _supersede(
-    ctx: WriteContext,
-    results: list[Remembered],
-    texts: list[str],
-    vectors: list[list[float]],
-    found: list[list[tuple[UUID, float]]] | None,
-    created: list[int],
-) -> list[Remembered]:
-    store = ctx.store
-    by_project: dict[str, list[int]] = defaultdict(list)
-    for i in created:
-        by_project[results[i].project].append(i)
-    near: dict[int, list[tuple[UUID, float]]] = {}
-    for project, idx in by_project.items():
-        if found is None:
-            hits = await store.nearest_many(
-                project, [vectors[i] for i in idx], supersede.CANDIDATES + 1, ef_search=NEIGHBOUR_EF_SEARCH
-            )
-        else:
-            hits = [found[i][: supersede.CANDIDATES] for i in idx]
-        mates = _batch_mates(idx, vectors) if len(idx) > 1 else {}
-        for i, h in zip(idx, hits, strict=True):
-            near[i] = [
-                (mid, sim)
-                for mid, sim in [*h, *((results[j].id, sim) for j, sim in mates.get(i, ()))]
-                if mid != results[i].id and sim >= supersede.MIN_SIMILARITY
-            ]
-    wanted = {mid for h in near.values() for mid, _ in h}
-    if not wanted:
-        return results
-    read = await store.memories_by_id(list(wanted | {results[i].id for i in created}))
-
-    def text(mid: UUID) -> supersede.Text:
-        m = read[mid]
-        return supersede.Text(id=m.id, content=m.content, valid_from=m.valid_from)
-
-    asked: dict[int, list[tuple[supersede.Text, float]]] = {}
-    for i in created:
-        if results[i].id not in read:
-            continue
-        current = [
-            (text(mid), sim) for mid, sim in near[i] if mid in read and read[mid].superseded_by is None
-        ]
-        if current:
-            asked[i] = current
-    verdicts: dict[int, list[supersede.Verdict]] = {}
-    if ctx.supersede_llm is not None:  # never raises: the offline detector decides what it cannot
-        judge = ctx.supersede_llm
-        # Each call's timeout starts when it may go out: at most [llm] max_concurrency at once.
-        gate = asyncio.Semaphore(ctx.config.llm.max_concurrency)
-
-        async def decide(i: int, current: list[tuple[supersede.Text, float]]) -> list[supersede.Verdict]:
-            async with gate:
-                return await judge.decide(text(results[i].id), current)
-
-        decided = await asyncio.gather(*(decide(i, current) for i, current in asked.items()))
-        verdicts = dict(zip(asked, decided, strict=True))
-    else:
-        verdicts = {i: supersede.decide(text(results[i].id), current) for i, current in asked.items()}
-    # Memories of one batch (one document, one import) do not contradict each other: a list's
-    # items that differ in one value are the list's items.
-    batch = {results[i].id for i in created} if len(created) > 1 else set()
-    marked: set[tuple[UUID, UUID]] = set()
-    for project, idx in by_project.items():
-        pairs = list(
-            dict.fromkeys((v.old, v.new) for i in idx for v in verdicts.get(i, ()) if v.kind == "replaces")
-        )
-        marked |= await store.mark_superseded(project, pairs)
-        await store.mark_conflicts(
-            project,
-            list(
-                dict.fromkeys(
-                    (v.old, v.new)
-                    for i in idx
-                    for v in verdicts.get(i, ())
-                    if v.kind == "conflicts" and not (v.old in batch and v.new in batch)
-                )
-            ),
-        )
-
-    def replaced(mid: UUID) -> Replaced:
-        return Replaced(id=mid, content=read[mid].content, date=read[mid].valid_from)
-
-    out = list(results)
-    for i, vs in verdicts.items():
-        me = results[i].id
-        out[i] = replace(
-            results[i],
-            supersedes=tuple(replaced(v.old) for v in vs if v.new == me and (v.old, v.new) in marked),
-            conflicts=tuple(replaced(v.old) for v in vs if v.kind == "conflicts" and v.old not in batch),
-            superseded_by=next((v.new for v in vs if v.old == me and (v.old, v.new) in marked), None),
-        )
-    return out
-
-
-def _batch_mates(idx: list[int], vectors: list[list[float]]) -> dict[int, list[tuple[int, float]]]:
-    """For each of a batch's new memories of one project, its closest others of the batch (which
-    step 5's search, made before the insert, could not see): (position, cosine similarity)."""
-    v = unit_rows([vectors[i] for i in idx])
-    sims = v @ v.T
-    np.fill_diagonal(sims, -1.0)
-    k = min(supersede.CANDIDATES, len(idx) - 1)
-    out: dict[int, list[tuple[int, float]]] = {}
-    for row, i in enumerate(idx):
-        best = np.argsort(-sims[row])[:k]
-        out[i] = [(idx[c], float(sims[row, c])) for c in best]
-    return out
+    judge = marks.Judge(ctx.supersede_llm, ctx.config.llm.max_concurrency)
+    return await marks.mark_new(ctx.store, judge, results, texts, vectors, found)
 
 
 async def enrich(ctx: WriteContext, results: list[Remembered], inputs: list[MemoryInput]) -> None:

@@ -1,6 +1,8 @@
-"""Supersession's reads and writes (migration 0013): the memories the detector compares
-(``supersede.py``) and recall brings in, the marks they set, recall's look-up of the memories that replaced
-its candidates, and a memory's history: the versions its updates replaced and its chain."""
+"""Supersession's SQL (migration 0013), the store's part of ``pipeline/supersession/``: the
+memories the detector compares and recall brings in, the marks they set, recall's look-up of the
+memories that replaced its candidates, and a memory's history: the versions its updates replaced
+and its chain. Kept in the store, below every layer that reads it (recall's ``include_history``, the
+browser): the rest of supersession is in ``pipeline/supersession/``."""
 
 from __future__ import annotations
 

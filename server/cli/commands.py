@@ -20,6 +20,7 @@ from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.supersession.marks import Exported
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
@@ -170,15 +171,17 @@ async def cmd_recall(engine: Engine, args) -> int:
 
 def _read_jsonl(
     path: str, default_project: str | None
-) -> tuple[list[tuple[int, dict[str, Any]]], list[str], list[tuple[Any, Any, list[Any]]]]:
+) -> tuple[list[tuple[int, dict[str, Any]]], list[str], list[Exported]]:
     """The file's memories (line number, the fields import takes), its bad lines, and each line's
-    (exported id, exported superseded_by, exported conflicts_with)."""
+    marks by the export's ids."""
     stream = sys.stdin if path == "-" else None
     try:
         text = stream.read() if stream else Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
-    items, errors, marks = [], [], []
+    items: list[tuple[int, dict[str, Any]]] = []
+    errors: list[str] = []
+    marks: list[Exported] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -190,7 +193,7 @@ def _read_jsonl(
         if not isinstance(obj, dict):
             errors.append(f"line {n}: not a JSON object")
             continue
-        marks.append((obj.get("id"), obj.get("superseded_by"), obj.get("conflicts_with") or []))
+        marks.append(Exported(obj.get("id"), obj.get("superseded_by"), obj.get("conflicts_with") or ()))
         obj = {k: v for k, v in obj.items() if k not in EXPORT_ONLY and k not in SUPERSESSION}
         if default_project and not obj.get("project"):
             obj["project"] = default_project
@@ -262,22 +265,11 @@ async def _import_memlane(engine: Engine, args, report: Any) -> None:
             bar.update(len(batch))
     # The export's supersessions, between the memories as now stored (the detector may have decided
     # otherwise while importing: the exported decision, perhaps a user's, stands).
-    new_id = {str(old): new for (old, _, _), new in zip(marks, stored, strict=True) if old is not None}
-    restored = 0
-    conflicts: dict[str, list[tuple[UUID, UUID]]] = {}
-    for (_, by, against), new, m in zip(marks, stored, inputs, strict=True):
-        if by is not None and str(by) in new_id and new_id[str(by)] != new:
-            await engine.store.set_successor(new, new_id[str(by)])
-            restored += 1
-        for other in against:
-            if str(other) in new_id and new_id[str(other)] != new:
-                conflicts.setdefault(m.project, []).append((new, new_id[str(other)]))
-    for project, pairs in conflicts.items():
-        await engine.store.mark_conflicts(project, pairs)
-    if restored:
-        report.extra["superseded"] = restored
-    if conflicts:
-        report.extra["conflicts"] = sum(len(p) for p in conflicts.values()) // 2
+    restored = await engine.restore_marks(marks, list(stored))
+    if restored.superseded:
+        report.extra["superseded"] = restored.superseded
+    if restored.conflicts is not None:
+        report.extra["conflicts"] = restored.conflicts
     if redacted:  # secrets replaced by placeholders ([remember] secrets)
         report.extra["redacted"] = [{"kind": k, "count": n} for k, n in sorted(redacted.items())]
 
@@ -316,7 +308,7 @@ async def cmd_history(engine: Engine, args) -> int:
 
 
 async def cmd_unsupersede(engine: Engine, args) -> int:
-    current = await engine.supersede(args.id, None)
+    current = await engine.unsupersede(args.id)
     print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
     return 0
 

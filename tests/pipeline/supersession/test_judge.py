@@ -13,7 +13,7 @@ import pytest
 from support.llm_fakes import ScriptedLLM, failing
 
 from memlane.pipeline.config import SupersedeStageConfig
-from memlane.pipeline.remember.supersede_llm import parse_reply
+from memlane.pipeline.supersession.judge import parse_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -85,11 +85,11 @@ async def test_a_failed_call_leaves_the_offline_detector_to_decide(make_engine, 
         llm = ScriptedLLM().enqueue("supersede", fault)
         eng = await make_engine(llm)
     old = await _stored(eng, "Maya lives in Lisbon.", "2024-01-10")
-    with caplog.at_level(logging.WARNING, logger="memlane.pipeline.remember.supersede_llm"):
+    with caplog.at_level(logging.WARNING, logger="memlane.pipeline.supersession.judge"):
         new = await _stored(eng, "Maya moved to Berlin.", "2025-02-01")
     assert [s.id for s in new.supersedes] == [old.id]  # the offline detector's decision
     assert len(llm.calls_for("supersede")) == 1
-    warnings = [r.getMessage() for r in caplog.records if r.name.endswith("supersede_llm")]
+    warnings = [r.getMessage() for r in caplog.records if r.name.endswith("supersession.judge")]
     assert warnings and "offline detector decides" in warnings[0]
     assert all("Lisbon" not in w and "Berlin" not in w for w in warnings)  # never the memory text
 

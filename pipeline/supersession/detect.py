@@ -3,7 +3,7 @@ same subject as a stored one ("Maya lives in Lisbon", later "Maya moved to Berli
 older one is marked ``superseded_by`` the newer (nothing is deleted), or contradicts one it cannot
 be ordered against (a ``conflict``: both kept).
 
-Decided only among the new memory's nearest neighbours in its project (``write.py`` hands them in),
+Decided only among the new memory's nearest neighbours in its project (``marks.py`` hands them in),
 and only between two texts that share their subject: the earliest name or pronoun that a text is
 about ("Maya", "I", "we"; "my sister Maya" is Maya). Then:
 
@@ -217,8 +217,9 @@ def subject(text: str) -> str | None:
             rest = text[first_name[0] :].split(None, 3)
             # "Kenji's parents": another person than Kenji; "Priya's husband Arjun" is Arjun.
             if rest and re.search(r"['’]s?$", rest[0]) and len(rest) > 1 and rest[1].lower() in _RELATIONS:
-                if len(rest) > 2 and re.match(r"[A-Z][a-z]+\b", rest[2]) and rest[2].lower() not in STOPWORDS:
-                    return re.match(r"[A-Za-z]+", rest[2]).group(0).lower()  # type: ignore[union-attr]
+                relative = re.match(r"[A-Z][a-z]+\b", rest[2]) if len(rest) > 2 else None
+                if relative is not None and rest[2].lower() not in STOPWORDS:
+                    return relative.group(0).lower()
                 return f"{owner}'s {rest[1].lower()}"
             return owner
         if w not in STOPWORDS and not w[0].isdigit() and w not in _NOT_NAMES:

@@ -2,10 +2,10 @@
 
 When it serves a write, each new short statement is shown to the ``supersede`` prompt with its
 candidates: its nearest current memories of the project that share its subject
-(``supersede.shares_subject``, the same neighbours the offline detector reads), each with the date it
+(``detect.shares_subject``, the same neighbours the offline detector reads), each with the date it
 became true, numbered and escaped inside ``<memory>`` tags. For each the LLM answers replaces, adds
-to, contradicts or unrelated; ``supersede.verdict_of`` turns that into a mark ordered by valid time
-(a statement dated earlier never replaces a newer one), and ``supersede.pick`` keeps one predecessor.
+to, contradicts or unrelated; ``detect.verdict_of`` turns that into a mark ordered by valid time
+(a statement dated earlier never replaces a newer one), and ``detect.pick`` keeps one predecessor.
 
 Degrading, like every LLM stage: a provider error, a call past ``timeout_s``, a reply that is not
 JSON or has no list leaves the offline detector to decide for that statement; a candidate the reply
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memlane.pipeline import supersede
 from memlane.pipeline.llm.service import LLMBudget, StageLLM, parse_json
 from memlane.pipeline.providers.llm.base import LLMDeferred, LLMError
+from memlane.pipeline.supersession import detect
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import LLMConfig
@@ -51,7 +51,7 @@ def parse_reply(data: Any, count: int) -> dict[int, str]:
     return out
 
 
-def _memory(text: supersede.Text, n: int | None = None) -> str:
+def _memory(text: detect.Text, n: int | None = None) -> str:
     body = text.content if len(text.content) <= MEMORY_CHARS else text.content[: MEMORY_CHARS - 1] + "…"
     number = f' n="{n}"' if n is not None else ""
     return f'<memory{number} date="{text.valid_from.date().isoformat()}">\n{html.escape(body, quote=False)}\n</memory>'
@@ -59,18 +59,18 @@ def _memory(text: supersede.Text, n: int | None = None) -> str:
 
 @dataclass(slots=True)
 class SupersedeLLM:
-    """What ``write.supersede_new`` asks instead of ``supersede.decide`` (``WriteContext.supersede_llm``)."""
+    """What ``marks.mark_new`` asks instead of ``detect.decide`` (``WriteContext.supersede_llm``)."""
 
     llm: StageLLM
     timeout_s: float
     kept_offline: int = 0  # statements the offline detector decided because the LLM did not
 
     async def decide(
-        self, new: supersede.Text, neighbours: Sequence[tuple[supersede.Text, float]]
-    ) -> list[supersede.Verdict]:
+        self, new: detect.Text, neighbours: Sequence[tuple[detect.Text, float]]
+    ) -> list[detect.Verdict]:
         """The verdicts about ``new``; never raises."""
-        candidates = [(t, sim) for t, sim in neighbours if supersede.shares_subject(new, t, sim)]
-        candidates = sorted(candidates, key=lambda p: -p[1])[: supersede.CANDIDATES]
+        candidates = [(t, sim) for t, sim in neighbours if detect.shares_subject(new, t, sim)]
+        candidates = sorted(candidates, key=lambda p: -p[1])[: detect.CANDIDATES]
         if not candidates:
             return []
         try:
@@ -79,20 +79,16 @@ class SupersedeLLM:
             reason = e.reason if isinstance(e, LLMError) else type(e).__name__
             log.warning("LLM supersede failed, the offline detector decides: %s", reason)
             self.kept_offline += 1
-            return supersede.decide(new, neighbours)
+            return detect.decide(new, neighbours)
         judged = []
         for n, (old, sim) in enumerate(candidates, 1):
             relation = relations.get(n)
-            v = (
-                supersede.judge(new, old, sim)
-                if relation is None
-                else supersede.verdict_of(new, old, relation)
-            )
+            v = detect.judge(new, old, sim) if relation is None else detect.verdict_of(new, old, relation)
             if v is not None:
                 judged.append((v, sim))
-        return supersede.pick(new, judged)
+        return detect.pick(new, judged)
 
-    async def _ask(self, new: supersede.Text, candidates: list[supersede.Text]) -> dict[int, str]:
+    async def _ask(self, new: detect.Text, candidates: list[detect.Text]) -> dict[int, str]:
         asked = self.llm.ask(
             LLMBudget(),  # no recall deadline: this call's own bound is timeout_s
             new_memory=_memory(new),
