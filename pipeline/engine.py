@@ -27,7 +27,7 @@ from memlane.pipeline.records import Memory, Recalled, Remembered
 from memlane.pipeline.remember import ingest, supersede_llm, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.ingest import IngestResult, Progress
-from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.runtime import Runtime
 from memlane.pipeline.store import Store, replicas
@@ -148,28 +148,17 @@ class Engine:
 
     async def ingest(
         self,
-        text: Any,
+        request: IngestRequest | dict[str, Any],
         *,
-        kind: Any = "conversation",
-        project: Any = None,
-        source: Any = None,
-        occurred_at: Any = None,
-        category: Any = None,
-        tags: Any = None,
         progress: Progress | None = None,
         principal: Principal | None = None,
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
-        (``pipeline/remember/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
+        (``pipeline/remember/ingest.py``). ``request``: an ``IngestRequest`` or its fields as a
+        caller gave them. ``progress(done, total)`` follows the embedding of long inputs."""
         out = await ingest.ingest(
             self.write_context(),
-            text,
-            kind=kind,
-            project=project,
-            source=source,
-            occurred_at=occurred_at,
-            category=category,
-            tags=tags,
+            IngestRequest.parse(self.config, request),
             progress=progress,
             principal=principal,
         )

@@ -19,7 +19,8 @@ from memlane.pipeline.errors import InvalidInput, MemlaneError
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.query import RecallQuery
-from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput
+from memlane.server.cli import options
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
@@ -61,22 +62,7 @@ async def cmd_remember(engine: Engine, args) -> int:
             metadata = json.loads(args.metadata)
         except json.JSONDecodeError as e:
             raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
-    out = await engine.remember(
-        {
-            "content": args.content,
-            "project": args.project,
-            "category": args.category,
-            "tags": args.tags,
-            "pinned": args.pinned,
-            "priority": args.priority,
-            "occurred_at": args.occurred_at,
-            "expires_at": args.expires_at,
-            "metadata": metadata,
-            "fact_type": args.fact_type,
-            "source": args.source,
-        },
-        stream="cli",
-    )
+    out = await engine.remember({**options.given(args, MemoryInput), "metadata": metadata}, stream="cli")
     print(json.dumps(RememberResult.of(out).model_dump()))
     return 0
 
@@ -103,14 +89,7 @@ async def cmd_ingest(engine: Engine, args) -> int:
 
     try:
         res = await engine.ingest(
-            text,
-            kind=args.kind,
-            project=args.project,
-            source=source,
-            occurred_at=args.occurred_at,
-            category=args.category,
-            tags=args.tags,
-            progress=progress,
+            {**options.given(args, IngestRequest), "text": text, "source": source}, progress=progress
         )
     finally:
         if bar is not None:
@@ -132,8 +111,8 @@ def _project_option(values: list[str] | None) -> str | list[str] | None:
 
 
 async def cmd_recall(engine: Engine, args) -> int:
-    # The options are named as the recall's fields (``RecallQuery``); --project may be repeated.
-    given = {name: getattr(args, name) for name in RecallQuery.accepted() if hasattr(args, name)}
+    # The options are recall's parameters (``RecallQuery``); --project may be repeated.
+    given = options.given(args, RecallQuery)
     given["project"] = _project_option(args.project)
     res = await engine.recall(given)
     if args.json:
