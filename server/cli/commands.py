@@ -102,19 +102,9 @@ async def cmd_ingest(engine: Engine, args) -> int:
     return 0
 
 
-def _project_option(values: list[str] | None) -> str | list[str] | None:
-    """``--project`` repeated or comma-separated: one name, or a list (a recall across them)."""
-    names = [n.strip() for v in values or () for n in v.split(",") if n.strip()]
-    if not names:
-        return None
-    return names[0] if len(names) == 1 else names
-
-
 async def cmd_recall(engine: Engine, args) -> int:
-    # The options are recall's parameters (``RecallQuery``); --project may be repeated.
-    given = options.given(args, RecallQuery)
-    given["project"] = _project_option(args.project)
-    res = await engine.recall(given)
+    # The options are recall's parameters (``RecallQuery``).
+    res = await engine.recall(options.given(args, RecallQuery))
     if args.json:
         # Exactly what the recall tool returns to an MCP client (full ids and scores with --explain).
         out: dict[str, Any] = dict(res.rendered)

@@ -19,7 +19,9 @@ def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
         if p.required:
             parser.add_argument(p.name, help=text)
             continue
-        kwargs: dict[str, Any] = {"dest": p.name, "help": text + (" Repeatable." if p.many else "")}
+        if p.many:  # one name or several (--project): ``given`` splits them at commas too
+            text += " Repeatable or comma-separated." if _takes(p, str) else " Repeatable."
+        kwargs: dict[str, Any] = {"dest": p.name, "help": text}
         if p.wire is bool:
             kwargs["action"] = "store_true"
         elif _takes(p, bool):
@@ -44,7 +46,21 @@ def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
 def given(args: argparse.Namespace, request: type[Request]) -> dict[str, Any]:
     """The request's fields the command line gave (every offered one; an option left out is
     ``None``, which the request reads as its default)."""
-    return {p.name: getattr(args, p.name) for p in request.parameters("cli") if hasattr(args, p.name)}
+    out: dict[str, Any] = {}
+    for p in request.parameters("cli"):
+        if hasattr(args, p.name):
+            value = getattr(args, p.name)
+            out[p.name] = _one_or_several(value) if p.many and _takes(p, str) else value
+    return out
+
+
+def _one_or_several(values: list[str] | None) -> str | list[str] | None:
+    """An option repeated or comma-separated, where one value or a list is taken: one name, or a
+    list (a recall across projects)."""
+    names = [n.strip() for v in values or () for n in v.split(",") if n.strip()]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else names
 
 
 def _takes(p: Parameter, kind: type) -> bool:
