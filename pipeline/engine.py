@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from memlane.pipeline import access, maintain
 from memlane.pipeline import validate as v
@@ -237,10 +238,10 @@ class Engine:
 
     # By id: a memory in a project the principal may not use is, to it, a missing id (same error).
 
-    async def get(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+    async def get(self, memory_id: str | UUID, *, principal: Principal | None = None) -> Memory:
         return await self.store.get(await self.store.resolve_id(memory_id, await self._scope(principal)))
 
-    async def forget(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+    async def forget(self, memory_id: str | UUID, *, principal: Principal | None = None) -> Memory:
         forgotten = await self.store.delete(
             await self.store.resolve_id(memory_id, await self._scope(principal))
         )
@@ -274,9 +275,14 @@ class Engine:
         }
 
     async def update(
-        self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
+        self,
+        memory_id: str | UUID,
+        changes: MemoryPatch | dict[str, Any],
+        *,
+        principal: Principal | None = None,
     ) -> Memory:
-        """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
+        """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged.
+        ``memory_id``: its id or a handle (``MemoryRef``, as forget and ``get`` take it too)."""
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
         updated = await write.update(self.write_context(), mid, fields)

@@ -225,17 +225,12 @@ class RecallQuery(Request):
     @field_validator("budget", mode="before")
     @classmethod
     def _budget(cls, value: Any) -> str:
-        if value not in BUDGETS:
-            raise InvalidInput(f"budget must be one of {', '.join(BUDGETS)}; got {value!r}")
-        return str(value)
+        return v.one_of(value, "budget", BUDGETS)
 
     @field_validator("mode", mode="before")
     @classmethod
     def _mode(cls, value: Any, info: ValidationInfo) -> str:
-        mode = config_of(info).recall.mode if value is None else value
-        if mode not in MODES:
-            raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        return str(mode)
+        return v.one_of(config_of(info).recall.mode if value is None else value, "mode", MODES)
 
     @field_validator(
         "include_context", "include_entities", "include_history", "count_accesses", mode="before"

@@ -225,9 +225,7 @@ class IngestRequest(_Fields):
     @field_validator("kind", mode="before")
     @classmethod
     def _kind(cls, value: Any) -> str:
-        if value not in KINDS:
-            raise InvalidInput(f"kind must be one of {', '.join(KINDS)}; got {value!r}")
-        return str(value)
+        return v.one_of(value, "kind", KINDS)
 
     @model_validator(mode="after")
     def _storable(self) -> Self:

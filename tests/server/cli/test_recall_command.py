@@ -10,19 +10,7 @@ import pytest
 
 from memlane.pipeline.recall.query import RecallQuery
 from memlane.server.cli import options
-from memlane.server.cli.main import _parser, main
-
-
-@pytest.fixture
-def cli(settings, capsys, monkeypatch):
-    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+from memlane.server.cli.main import _parser
 
 
 def recalled(cli, *argv: str) -> dict:
