@@ -1,9 +1,9 @@
 """Request values: what a caller asks of the engine, checked once, in one declaration per operation.
 
-``Request`` is the base of every one of them (``MemoryInput`` and ``MemoryPatch`` in
-``remember/inputs.py``, ``RecallQuery`` in ``recall/query.py``, and ``Filters`` here): a frozen
-pydantic model whose fields run memlane's own checks (``validate.py``) before pydantic's type
-check, built by ``parse`` with the configured limits.
+``Request`` is the base of every one of them (``MemoryInput``, ``MemoryPatch``, ``MemoryRef`` and
+``IngestRequest`` in ``remember/inputs.py``, ``RecallQuery`` in ``recall/query.py``, and
+``Filters`` here): a frozen pydantic model whose fields run memlane's own checks (``validate.py``)
+before pydantic's type check, built by ``parse`` with the configured limits.
 
 A field a caller gives carries its ``Param``: what it means to the caller (its description), the
 choices it takes, and where a front end spells it differently. ``Request.parameters(front)`` is
