@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, get_args
 
 from memlane.pipeline.records import Memory
@@ -99,7 +98,7 @@ def request_form(
     data: dict[str, Any] = {}
     for p in request.parameters("ui"):
         label = p.name.replace("_", " ").capitalize()
-        shown = _shown(defaults.value_of(p.name))
+        shown = _shown(p, defaults.value_of(p.name))
         if p.many and p.choices:
             chosen = [c for c in multi(p.name) if c]
             fields.append(
@@ -122,8 +121,10 @@ def request_form(
             continue
         if p.choices:
             value = text or (p.default if isinstance(p.default, str) else "")
+            # A default the engine decides (None to the caller) is an option of its own.
+            blank = shown if p.default is None else ""
             fields.append(
-                FormField(p.name, label, p.description, "select", value, placeholder=shown, choices=p.choices)
+                FormField(p.name, label, p.description, "select", value, placeholder=blank, choices=p.choices)
             )
         else:
             kind = "number" if _takes(p.wire, int) else "text"
@@ -153,10 +154,14 @@ def _value(p: Parameter, text: str) -> Any:
     return text
 
 
-def _shown(value: Any) -> str:
-    """A default as the form's placeholder (a date, the time of the page: none)."""
+def _shown(p: Parameter, value: Any) -> str:
+    """What an empty input means, as its placeholder: the engine's default, or what to type."""
+    if p.required:
+        return p.description
+    if p.is_date:
+        return "ISO 8601"
     if value is None or isinstance(value, bool) or value == ():
-        return ""
+        return "a, b" if p.many else ""
     if isinstance(value, tuple):
         return ", ".join(str(v) for v in value)
-    return "ISO 8601" if isinstance(value, datetime) else str(value)
+    return str(value)
