@@ -28,7 +28,7 @@ from memlane.pipeline.records import Memory, Recalled, Remembered
 from memlane.pipeline.remember import ingest, topics_llm, write
 from memlane.pipeline.remember.context import WriteContext
 from memlane.pipeline.remember.ingest import IngestResult, Progress
-from memlane.pipeline.remember.inputs import MemoryInput, MemoryPatch
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput, MemoryPatch
 from memlane.pipeline.remember.summaries import CategorySummary, category_summaries
 from memlane.pipeline.runtime import Runtime
 from memlane.pipeline.store import Store, replicas
@@ -150,28 +150,17 @@ class Engine:
 
     async def ingest(
         self,
-        text: Any,
+        request: IngestRequest | dict[str, Any],
         *,
-        kind: Any = "conversation",
-        project: Any = None,
-        source: Any = None,
-        occurred_at: Any = None,
-        category: Any = None,
-        tags: Any = None,
         progress: Progress | None = None,
         principal: Principal | None = None,
     ) -> IngestResult:
         """A conversation or a document in, memories out: split, filter, check novelty, store
-        (``pipeline/remember/ingest.py``). ``progress(done, total)`` follows the embedding of long inputs."""
+        (``pipeline/remember/ingest.py``). ``request``: an ``IngestRequest`` or its fields as a
+        caller gave them. ``progress(done, total)`` follows the embedding of long inputs."""
         out = await ingest.ingest(
             self.write_context(),
-            text,
-            kind=kind,
-            project=project,
-            source=source,
-            occurred_at=occurred_at,
-            category=category,
-            tags=tags,
+            IngestRequest.parse(self.config, request),
             progress=progress,
             principal=principal,
         )
@@ -250,10 +239,10 @@ class Engine:
 
     # By id: a memory in a project the principal may not use is, to it, a missing id (same error).
 
-    async def get(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+    async def get(self, memory_id: str | UUID, *, principal: Principal | None = None) -> Memory:
         return await self.store.get(await self.store.resolve_id(memory_id, await self._scope(principal)))
 
-    async def forget(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+    async def forget(self, memory_id: str | UUID, *, principal: Principal | None = None) -> Memory:
         forgotten = await self.store.delete(
             await self.store.resolve_id(memory_id, await self._scope(principal))
         )
@@ -324,9 +313,14 @@ class Engine:
         return await history.history(self.store, mid)
 
     async def update(
-        self, memory_id: Any, changes: MemoryPatch | dict[str, Any], *, principal: Principal | None = None
+        self,
+        memory_id: str | UUID,
+        changes: MemoryPatch | dict[str, Any],
+        *,
+        principal: Principal | None = None,
     ) -> Memory:
-        """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged."""
+        """Change some fields of a memory; new content is re-embedded. ``None`` means unchanged.
+        ``memory_id``: its id or a handle (``MemoryRef``, as forget and ``get`` take it too)."""
         fields = MemoryPatch.parse(self.config, changes).changes()
         mid = await self.store.resolve_id(memory_id, await self._scope(principal))
         updated = await write.update(self.write_context(), mid, fields)

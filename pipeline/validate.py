@@ -238,6 +238,13 @@ def content_hash(content: str, occurred_at: datetime | None) -> str:
     return hashlib.sha256(f"{content}\x00{stamp}".encode()).hexdigest()
 
 
+def one_of(value: Any, field: str, choices: tuple[str, ...]) -> str:
+    """A value that must be one of ``choices`` (recall's budget and mode, ingest's kind)."""
+    if value not in choices:
+        raise InvalidInput(f"{field} must be one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
 def fact_type_value(value: Any) -> str | None:
     """A caller's fact type, checked; None means "classify it"."""
     if value is None:

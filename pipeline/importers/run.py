@@ -217,7 +217,7 @@ class Importer:
     async def _ingest(self, text: str, kind: str, source: str, at: Any, n: int) -> None:
         try:
             res = await self.engine.ingest(
-                text, kind=kind, project=self.project, source=source, occurred_at=at
+                {"text": text, "kind": kind, "project": self.project, "source": source, "occurred_at": at}
             )
         except InvalidInput as e:
             self.report.skipped[f"refused by ingest ({_first_words(str(e))})"] += n

@@ -1,6 +1,7 @@
 """``RecallQuery``: one recall, as the recall tool, the CLI, the memory browser and the benchmarks ask
-for it, checked once (``pipeline/request.py``). Its fields are the recall tool's parameters: a
-parameter is written in the tool's signature and here.
+for it, checked once (``pipeline/request.py``). It is the one declaration of recall's parameters:
+the tool's input schema, ``memlane recall``'s options and the browser's recall form are made from
+its fields' ``Param`` (and those of ``Filters``); a parameter is added here and nowhere else.
 
 The caller's arguments are flat (``project``, ``current_project``, ``category``, ``tags``, ...); the
 query holds the current project and one ``Filters`` value, which the store's statements take whole.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -24,7 +25,7 @@ from memlane.pipeline import access
 from memlane.pipeline import validate as v
 from memlane.pipeline.access import ALL
 from memlane.pipeline.errors import InvalidInput
-from memlane.pipeline.request import Filters, Request, config_of
+from memlane.pipeline.request import FRONTS, Filters, Param, Request, config_of
 
 BUDGETS = ("low", "mid", "high")
 MODES = ("auto", "fast", "full")
@@ -55,23 +56,108 @@ class RecallQuery(Request):
     _noun: ClassVar[str] = "recall parameter"
     _what: ClassVar[str] = "a recall"
 
-    query: str
-    project: str
+    query: Annotated[str, Param("What you want to know, in words.")]
+    project: Annotated[
+        str,
+        Param(
+            "With several projects: the one you work in (+30%; others -20%). "
+            "Default: the first listed (for '*', the default project).",
+            name="current_project",
+            default=None,
+        ),
+    ]
     filters: Filters
-    limit: int = Field(default=None, validate_default=True)  # None -> recall.default_limit
-    max_tokens: int = Field(default=None, validate_default=True)  # None -> recall.default_max_tokens
-    budget: str = "mid"
-    mode: str = Field(default=None, validate_default=True)  # None -> recall.mode
-    reference_time: datetime = Field(default=None, validate_default=True)  # None -> now
-    explain: bool = False
-    include_context: bool = False  # each memory's previous/next neighbours in its source
-    include_entities: bool = False  # other key facts about the entities of the results
-    as_of: datetime | None = None  # the memories valid then first (recall/current.py)
-    include_history: bool = False  # each returned memory's earlier versions (supersession)
+    limit: Annotated[int, Param("At most this many memories (default 10).")] = Field(
+        default=None, validate_default=True
+    )  # None -> recall.default_limit
+    max_tokens: Annotated[
+        int, Param("Token budget (cl100k) for this whole result as you read it (default 2000).")
+    ] = Field(default=None, validate_default=True)  # None -> recall.default_max_tokens
+    budget: Annotated[
+        str,
+        Param(
+            "How much work recall may do: how far the graph arm expands, and the LLM stages' work.",
+            choices=BUDGETS,
+        ),
+    ] = "mid"
+    mode: Annotated[
+        str,
+        Param(
+            "auto: simple questions take the fast path (no query synthesis, HyDE or rerank); "
+            "fast; full. Default: recall.mode (auto).",
+            choices=MODES,
+        ),
+    ] = Field(default=None, validate_default=True)  # None -> recall.mode
+    reference_time: Annotated[
+        datetime, Param("'Now' for relative dates, ISO 8601; default: the actual now.")
+    ] = Field(default=None, validate_default=True)  # None -> now
+    explain: Annotated[
+        bool,
+        Param("Also return full ids, scores and the pipeline trace (per-stage timings and counts)."),
+    ] = False
+    include_context: Annotated[
+        bool,
+        Param(
+            "Also return each memory's previous/next neighbours in its conversation or "
+            "document (within a share of max_tokens)."
+        ),
+    ] = False
+    include_entities: Annotated[
+        bool,
+        Param(
+            "Also return other key facts about the entities the memories mention "
+            "(within a share of max_tokens)."
+        ),
+    ] = False
+    as_of: Annotated[
+        datetime | None,
+        Param(
+            "Answer as of this time (ISO 8601): the memories valid then come first, and a "
+            "memory superseded since is not moved below its successor."
+        ),
+    ] = None  # recall/current.py
+    include_history: Annotated[
+        bool,
+        Param(
+            "Also return, with each memory that replaced others, its earlier versions "
+            "(within a share of max_tokens)."
+        ),
+    ] = False  # supersession
     ablation: Ablation = Ablation()
     # Each memory returned counts an access (stage 8's access boost reads them): the assistant used
     # it. The browser and the benchmarks look without counting.
     count_accesses: bool = True
+
+    NOT_OFFERED: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {
+        "ablation": (FRONTS, "the benchmarks' switch (which arms run): no client turns recall's parts off"),
+        "count_accesses": (FRONTS, "each front end's own: the tool and the CLI count, the browser looks"),
+        # The recall tool's schema is what every client's model was shown (tests/data/tools_list.json):
+        # a new parameter there is a change to every client, made on purpose, not by a refactoring.
+        "pinned": (("mcp",), "not in the recall tool's published schema"),
+        "since": (("mcp",), "not in the recall tool's published schema"),
+        "until": (("mcp",), "not in the recall tool's published schema"),
+        # The browser's recall page always shows the trace, and one project (its field) at a time.
+        "explain": (("ui",), "the recall page always explains"),
+    }
+    ORDER: ClassVar[tuple[str, ...]] = (
+        "query",
+        "project",
+        "limit",
+        "max_tokens",
+        "budget",
+        "mode",
+        "reference_time",
+        "category",
+        "tags",
+        "topics",
+        "fact_types",
+        "explain",
+        "current_project",
+        "include_context",
+        "include_entities",
+        "as_of",
+        "include_history",
+    )
 
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
@@ -139,17 +225,12 @@ class RecallQuery(Request):
     @field_validator("budget", mode="before")
     @classmethod
     def _budget(cls, value: Any) -> str:
-        if value not in BUDGETS:
-            raise InvalidInput(f"budget must be one of {', '.join(BUDGETS)}; got {value!r}")
-        return str(value)
+        return v.one_of(value, "budget", BUDGETS)
 
     @field_validator("mode", mode="before")
     @classmethod
     def _mode(cls, value: Any, info: ValidationInfo) -> str:
-        mode = config_of(info).recall.mode if value is None else value
-        if mode not in MODES:
-            raise InvalidInput(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        return str(mode)
+        return v.one_of(config_of(info).recall.mode if value is None else value, "mode", MODES)
 
     @field_validator(
         "include_context", "include_entities", "include_history", "count_accesses", mode="before"

@@ -32,19 +32,17 @@ from uuid import UUID
 import numpy as np
 
 from memlane.pipeline import access
-from memlane.pipeline import validate as v
 from memlane.pipeline.access import Principal
 from memlane.pipeline.errors import InvalidInput
 from memlane.pipeline.providers.embedding import embed_texts
 from memlane.pipeline.remember import chunking, content_filter, links, write
-from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput
 from memlane.pipeline.tokens import count_tokens
 
 if TYPE_CHECKING:
     from memlane.pipeline.config import EngineConfig
     from memlane.pipeline.remember.context import WriteContext
 
-KINDS = ("conversation", "document")
 EMBED_BATCH = 64
 PREVIEW_CHARS = 80
 
@@ -158,36 +156,23 @@ def _body_of(content: str, speaker_body: str, original: str) -> str:
 
 async def ingest(
     ctx: WriteContext,
-    text: Any,
+    request: IngestRequest,
     *,
-    kind: Any = "conversation",
-    project: Any = None,
-    source: Any = None,
-    occurred_at: Any = None,
-    category: Any = None,
-    tags: Any = None,
     progress: Progress | None = None,
     principal: Principal | None = None,
 ) -> IngestResult:
     cfg = ctx.config
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput(
-            "text is empty: give a conversation ('Speaker: text' lines, or a JSON list of "
-            '{"role", "content"} messages) or a document'
-        )
-    if len(text) > cfg.ingest.max_input_chars:
-        raise InvalidInput(
-            f"text is {len(text)} characters; ingest takes at most {cfg.ingest.max_input_chars} "
-            "(ingest.max_input_chars): split it and ingest the parts (give them one source)"
-        )
-    if kind not in KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    v.storable_text(text, "text")
-    common = {"project": project, "category": category, "tags": tags, "occurred_at": occurred_at}
-    # The shared fields are checked once, before anything else (even if every piece is filtered).
-    probe = MemoryInput.parse(
-        cfg, {"content": "probe", **common, "source": source if source is not None else default_source(text)}
-    )
+    text, kind = request.text, request.kind
+    common = {
+        "project": request.project,
+        "category": request.category,
+        "tags": request.tags,
+        "occurred_at": request.occurred_at,
+    }
+    # What every piece shares, as a memory (checked once, before anything else, even if every
+    # piece is filtered).
+    source = request.source if request.source is not None else default_source(text)
+    probe = MemoryInput.parse(cfg, {"content": "probe", **common, "source": source})
     access.check(principal, probe.project)
     assert probe.source is not None  # given above, and a given source stays one
     result = IngestResult(project=probe.project, source=probe.source, kind=kind)

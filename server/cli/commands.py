@@ -19,8 +19,9 @@ from memlane.pipeline.errors import InvalidInput, MemlaneError
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
 from memlane.pipeline.recall.query import RecallQuery
-from memlane.pipeline.remember.inputs import MemoryInput
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput
 from memlane.pipeline.supersession.marks import Exported
+from memlane.server.cli import options
 from memlane.server.mcp.models import MemoryOut, RememberResult
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
@@ -62,22 +63,7 @@ async def cmd_remember(engine: Engine, args) -> int:
             metadata = json.loads(args.metadata)
         except json.JSONDecodeError as e:
             raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
-    out = await engine.remember(
-        {
-            "content": args.content,
-            "project": args.project,
-            "category": args.category,
-            "tags": args.tags,
-            "pinned": args.pinned,
-            "priority": args.priority,
-            "occurred_at": args.occurred_at,
-            "expires_at": args.expires_at,
-            "metadata": metadata,
-            "fact_type": args.fact_type,
-            "source": args.source,
-        },
-        stream="cli",
-    )
+    out = await engine.remember({**options.given(args, MemoryInput), "metadata": metadata}, stream="cli")
     print(json.dumps(RememberResult.of(out).model_dump()))
     return 0
 
@@ -104,14 +90,7 @@ async def cmd_ingest(engine: Engine, args) -> int:
 
     try:
         res = await engine.ingest(
-            text,
-            kind=args.kind,
-            project=args.project,
-            source=source,
-            occurred_at=args.occurred_at,
-            category=args.category,
-            tags=args.tags,
-            progress=progress,
+            {**options.given(args, IngestRequest), "text": text, "source": source}, progress=progress
         )
     finally:
         if bar is not None:
@@ -124,19 +103,9 @@ async def cmd_ingest(engine: Engine, args) -> int:
     return 0
 
 
-def _project_option(values: list[str] | None) -> str | list[str] | None:
-    """``--project`` repeated or comma-separated: one name, or a list (a recall across them)."""
-    names = [n.strip() for v in values or () for n in v.split(",") if n.strip()]
-    if not names:
-        return None
-    return names[0] if len(names) == 1 else names
-
-
 async def cmd_recall(engine: Engine, args) -> int:
-    # The options are named as the recall's fields (``RecallQuery``); --project may be repeated.
-    given = {name: getattr(args, name) for name in RecallQuery.accepted() if hasattr(args, name)}
-    given["project"] = _project_option(args.project)
-    res = await engine.recall(given)
+    # The options are recall's parameters (``RecallQuery``).
+    res = await engine.recall(options.given(args, RecallQuery))
     if args.json:
         # Exactly what the recall tool returns to an MCP client (full ids and scores with --explain).
         out: dict[str, Any] = dict(res.rendered)

@@ -15,6 +15,7 @@ from memlane.server import aio, logs, shutdown
 from memlane.server.mcp import banner, stdio_front
 
 if TYPE_CHECKING:
+    from memlane.pipeline.request import Request
     from memlane.server.settings import Settings
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
@@ -38,9 +39,12 @@ SETUP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf"
 BENCH_HELP = "benchmarks: LoCoMo retrieval, latency, MCP start-up, LLM stages (see README)"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
+    """``recall``: the request value ``memlane recall`` offers (a test gives a variant)."""
+    from memlane.pipeline.recall.query import RecallQuery
     from memlane.server.version import VERSION
 
+    recall = recall or RecallQuery
     p = argparse.ArgumentParser(prog="memlane", description="Long-term memory for LLM agents, over MCP.")
     p.add_argument("--version", action="version", version=f"memlane {VERSION}")
     p.add_argument("--config", metavar="PATH", help="TOML settings file (default: $MEMLANE_CONFIG)")
@@ -66,69 +70,28 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, help="default: ui.port (8766)")
     s.add_argument("--log-format", choices=["text", "json"], help="default: server.log_format (text)")
 
+    # Their options are their request values' parameters (server/cli/options.py).
+    from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput
+    from memlane.server.cli import options
+
     s = sub.add_parser("remember", help="store one memory")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_remember))
-    s.add_argument("content")
-    s.add_argument("--project")
-    s.add_argument("--category")
-    s.add_argument("--tag", action="append", dest="tags", help="repeatable")
-    s.add_argument("--pinned", action="store_true")
-    s.add_argument("--priority", type=int)
-    s.add_argument("--occurred-at")
-    s.add_argument("--expires-at")
-    s.add_argument("--metadata", help="a JSON object")
-    s.add_argument("--fact-type", help="world, experience or opinion (default: classified)")
-    s.add_argument(
-        "--source",
-        help="the conversation, session or document it belongs to: memories of one source are linked in order",
-    )
+    options.add(s, MemoryInput)
 
     s = sub.add_parser(
-        "ingest", help="store what is worth keeping from a conversation or document (split, filter, dedupe)"
+        "ingest",
+        help="store what is worth keeping from a conversation or document (split, filter, dedupe)",
+        description="--source defaults to the file's name (stdin: 'ingest:' + a hash of the text).",
     )
     s.set_defaults(run=_on_engine(lambda c: c.cmd_ingest))
     s.add_argument("file", help="a text file; '-' for stdin")
-    s.add_argument("--kind", choices=["conversation", "document"], default="conversation")
-    s.add_argument("--project")
-    s.add_argument("--source", help="default: the file's name, or 'ingest:' + a hash of the text for stdin")
-    s.add_argument("--occurred-at")
-    s.add_argument("--category")
-    s.add_argument("--tag", action="append", dest="tags", help="repeatable")
+    options.add(s, IngestRequest)
     s.add_argument("--json", action="store_true", help="print every piece's decision as JSON")
 
     s = sub.add_parser("recall", help="search memories")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_recall))
-    s.add_argument("query")
-    s.add_argument(
-        "--project",
-        action="append",
-        help="repeatable or comma-separated: a recall across projects; '*' for every project",
-    )
-    s.add_argument("--current-project", help="with several projects: the one whose memories get +30%%")
-    s.add_argument("--limit", type=int)
-    s.add_argument("--max-tokens", type=int)
-    s.add_argument("--reference-time")
-    s.add_argument("--mode", choices=["auto", "fast", "full"], help="routing (default: recall.mode)")
-    s.add_argument("--category")
-    s.add_argument("--tag", action="append", dest="tags")
-    s.add_argument(
-        "--topic", action="append", dest="topics", help="only memories with one of these topics; repeatable"
-    )
-    s.add_argument(
-        "--fact-type", action="append", dest="fact_types", help="world, experience or opinion; repeatable"
-    )
+    options.add(s, recall)
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--explain", action="store_true", help="show the pipeline trace")
-    s.add_argument(
-        "--include-context", action="store_true", help="each memory's previous/next neighbours in its source"
-    )
-    s.add_argument(
-        "--include-entities", action="store_true", help="other key facts about the entities of the results"
-    )
-    s.add_argument("--as-of", help="the memories valid at this time (ISO 8601) first")
-    s.add_argument(
-        "--include-history", action="store_true", help="each memory's earlier versions, which it superseded"
-    )
 
     s = sub.add_parser(
         "supersede", help="mark memory OLD superseded by NEW (a newer value of the same fact); prints OLD"
@@ -298,7 +261,7 @@ def _command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     own = argv is None
-    argv = sys.argv[1:] if own else list(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     # First: a stop from here on leaves nothing running behind (the servers take SIGINT too).
     shutdown.exit_cleanly_on_signals(sigint=_command(argv) in ("serve", "ui"))
     # Before anything heavy is imported: over stdio, initialize and tools/list are answered while

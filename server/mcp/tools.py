@@ -1,23 +1,28 @@
 """The five tools. Each is a plain async function: its docstring is what the client's model reads,
-its parameters are described in ``params.py``, and it reaches the engine through the ``State`` the
-lifespan yielded (``state_of(ctx)``). ``app.py`` registers them with their annotations.
+it reaches the engine through the ``State`` the lifespan yielded (``state_of(ctx)``), and its
+parameters are not written here: ``offering`` gives it those of the operation's request value
+(``MemoryInput``, ``IngestRequest``, ``RecallQuery``, ``MemoryRef`` and ``MemoryPatch``), which the
+SDK turns into the tool's input schema. ``app.py`` registers them with their annotations.
 
-A tool hands its arguments to the engine as they came (``_arguments``): they are the fields of the
-operation's request value (``MemoryInput``, ``RecallQuery``, ``MemoryPatch``), which checks them.
+A tool hands its arguments to the engine as they came: the request value checks them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, get_type_hints
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
+from pydantic import Field
 
 from memlane.pipeline.access import Principal
 from memlane.pipeline.recall import render
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.records import Remembered
-from memlane.pipeline.remember.inputs import MemoryPatch
-from memlane.server.mcp import params as p
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput, MemoryPatch, MemoryRef
+from memlane.pipeline.request import Request
 from memlane.server.mcp.models import (
     ForgetResult,
     IngestResultOut,
@@ -31,6 +36,34 @@ from memlane.server.mcp.sampling import sampler_for
 from memlane.server.mcp.state import state_of
 from memlane.server.ui.metrics import RECALLS
 
+Tool = Callable[..., Awaitable[Any]]
+
+
+def offering(name: str, body: Tool, *requests: type[Request]) -> Tool:
+    """The tool ``name``: ``body(ctx, **arguments)`` with the parameters ``requests`` offer the MCP
+    front end (``Request.parameters``), in order, as its signature, each annotated with its type
+    and description, which is what the SDK makes the input schema of."""
+
+    async def tool(ctx: Context, **arguments: Any) -> Any:
+        return await body(ctx, **arguments)
+
+    returns = get_type_hints(body, include_extras=True)["return"]
+    signature = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+    annotations: dict[str, Any] = {"ctx": Context}
+    for p in (p for request in requests for p in request.parameters("mcp")):
+        # A type made at run time from the declaration, which mypy cannot read as a type.
+        annotation = Annotated[p.wire, Field(description=p.description)]  # type: ignore[name-defined]
+        default = inspect.Parameter.empty if p.required else p.default
+        signature.append(
+            inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+        annotations[p.name] = annotation
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = body.__doc__
+    tool.__signature__ = inspect.Signature(signature, return_annotation=returns)  # type: ignore[attr-defined] # read by inspect.signature
+    tool.__annotations__ = {**annotations, "return": returns}
+    return tool
+
 
 def _text_and_structured(data: dict) -> CallToolResult:
     """Both blocks are the same compact structure (whose tokens recall's budget counted); the SDK's
@@ -38,11 +71,6 @@ def _text_and_structured(data: dict) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=render.to_text(data))], structured_content=data
     )
-
-
-def _arguments(given: dict[str, Any]) -> dict[str, Any]:
-    """A tool's arguments, from its ``locals()`` on entry: every parameter but the MCP context."""
-    return {name: value for name, value in given.items() if name != "ctx"}
 
 
 def stream_of(who: Principal | None) -> str:
@@ -58,22 +86,8 @@ async def remember_memory(eng, who: Principal | None, **params: Any) -> Remember
     return await eng.remember(params, principal=who, stream=stream_of(who))
 
 
-async def remember(
-    ctx: Context,
-    content: p.Content,
-    project: p.Project = None,
-    category: p.Category = None,
-    tags: p.Tags = None,
-    pinned: p.Pinned = False,
-    priority: p.Priority = None,
-    occurred_at: p.OccurredAt = None,
-    expires_at: p.ExpiresAt = None,
-    metadata: p.Metadata = None,
-    fact_type: p.FactType = None,
-    source: p.RememberSource = None,
-) -> RememberResult:
+async def _remember(ctx: Context, **arguments: Any) -> RememberResult:
     """Store one durable memory: a preference, decision, fact, person, event or lesson worth keeping across conversations. Storing the exact same memory twice returns the existing id with status 'duplicate'. Memories remembered one after another are kept in order and linked, so recall can bring back what came around a match. A memory that states a newer value of a stored fact (the same subject and attribute) supersedes it: the older one is kept as history, listed in 'supersedes', and 'conflicts' lists stored memories it contradicts where nothing says which is right (ask the user)."""
-    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
@@ -83,21 +97,11 @@ async def remember(
 
 async def ingest_text(eng, who: Principal | None, text: str, **params: Any):
     """What the ingest tool asks of the engine (the benchmark's ingest path calls this too)."""
-    return await eng.ingest(text, principal=who, **params)
+    return await eng.ingest({"text": text, **params}, principal=who)
 
 
-async def ingest(
-    ctx: Context,
-    text: p.Text,
-    kind: p.Kind = "conversation",
-    project: p.Project = None,
-    source: p.IngestSource = None,
-    occurred_at: p.EveryPieceOccurredAt = None,
-    category: p.EveryPieceCategory = None,
-    tags: p.EveryPieceTags = None,
-) -> Annotated[CallToolResult, IngestResultOut]:
+async def _ingest(ctx: Context, **arguments: Any) -> Annotated[CallToolResult, IngestResultOut]:
     """Store what is worth keeping from a whole conversation or document: it is split into turns or chunks, acknowledgements and filler are dropped, and pieces that repeat a stored memory are skipped. Returns each piece's decision (stored with its id, duplicate of an id, or filtered with the reason) and the counts. Prefer remember for single facts you have already distilled."""
-    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
@@ -105,28 +109,10 @@ async def ingest(
     return _text_and_structured(res.as_dict())
 
 
-async def recall(
-    ctx: Context,
-    query: p.Query,
-    project: p.Projects = None,
-    limit: p.Limit = None,
-    max_tokens: p.MaxTokens = None,
-    budget: p.Budget = "mid",
-    mode: p.Mode = None,
-    reference_time: p.ReferenceTime = None,
-    category: p.OnlyCategory = None,
-    tags: p.OnlyTags = None,
-    topics: p.OnlyTopics = None,
-    fact_types: p.OnlyFactTypes = None,
-    explain: p.Explain = False,
-    current_project: p.CurrentProject = None,
-    include_context: p.IncludeContext = False,
-    include_entities: p.IncludeEntities = False,
-    as_of: p.AsOf = None,
-    include_history: p.IncludeHistory = False,
+async def _recall(
+    ctx: Context, **arguments: Any
 ) -> Annotated[CallToolResult, RecallResult] | InputRequiredResult:
     """Find the memories most relevant to a question, best first. Use before answering about the user, their projects or past work, and before asking the user something they may have told you already. What is current comes first: a memory a newer one superseded carries superseded_by and valid_until, and ranks below its successor unless the question asks about the past."""
-    arguments = _arguments(locals())
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
@@ -139,35 +125,23 @@ async def recall(
             # 2026-07-28 sampling: the client answers, then calls again (no access was counted)
             return InputRequiredResult(input_requests=sampler.pending, request_state=sampler.state())
     data = dict(res.rendered)
-    if explain:
+    if arguments.get("explain"):
         data["trace"] = res.trace.as_dict()
     return _text_and_structured(data)
 
 
-async def forget(ctx: Context, id: p.MemoryId) -> ForgetResult:
+async def _forget(ctx: Context, **arguments: Any) -> ForgetResult:
     """Delete one memory for good. Use when the user asks you to forget something or a memory is wrong beyond repair (prefer update for corrections)."""
     state = state_of(ctx)
     who = state.caller()
     async with state.call(ctx) as eng:
-        m = await eng.forget(id, principal=who)
+        m = await eng.forget(arguments["id"], principal=who)
     return ForgetResult(id=str(m.id), status="forgotten", content=m.content)
 
 
-async def update(
-    ctx: Context,
-    id: p.MemoryId,
-    content: p.NewContent = None,
-    category: p.NewCategory = None,
-    tags: p.NewTags = None,
-    pinned: p.NewPinned = None,
-    priority: p.NewPriority = None,
-    occurred_at: p.NewTime = None,
-    expires_at: p.NewTime = None,
-    metadata: p.NewMetadata = None,
-    fact_type: p.NewFactType = None,
-) -> UpdateResult:
+async def _update(ctx: Context, **arguments: Any) -> UpdateResult:
     """Correct or refine a memory in place. Only the fields you pass change. What it said before is kept as an earlier version (memlane history), and new content may supersede another memory as remember's does."""
-    changes = _arguments(locals())
+    changes = dict(arguments)
     memory_id = changes.pop("id")
     state = state_of(ctx)
     who = state.caller()
@@ -177,3 +151,10 @@ async def update(
     return UpdateResult(
         **MemoryOut.of(m).model_dump(), redacted=[Redaction(**r) for r in patch.redacted] or None
     )
+
+
+remember = offering("remember", _remember, MemoryInput)
+ingest = offering("ingest", _ingest, IngestRequest)
+recall = offering("recall", _recall, RecallQuery)
+forget = offering("forget", _forget, MemoryRef)
+update = offering("update", _update, MemoryRef, MemoryPatch)

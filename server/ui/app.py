@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -39,7 +40,7 @@ from memlane.pipeline.errors import (
     NotFound,
     StoreError,
 )
-from memlane.pipeline.recall.query import BUDGETS, MODES
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.request import Filters
 from memlane.pipeline.store.browse import SORT_KEYS
 from memlane.pipeline.store.entity_browse import entity_id
@@ -57,6 +58,7 @@ log = logging.getLogger("memlane.ui")
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 50
+SEARCH_SIZE = 20  # a project page's search lists this many (the page's limit, when given)
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
@@ -141,10 +143,12 @@ def redirect(request: Request, path: str) -> RedirectResponse:
     return RedirectResponse(_root(request) + path, status_code=303)
 
 
-async def not_found(request: Request, exc: HTTPException) -> Response:
-    if exc.status_code == 405:
+async def not_found(request: Request, exc: Exception) -> Response:
+    # Starlette hands its 404/405 handlers an HTTPException; typed as it registers them.
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    if status == 405:
         return error(request, 405, "Method not allowed", "This address does not accept that method.")
-    return error(request, exc.status_code, "Not found", f"Nothing lives at {request.url.path}.")
+    return error(request, status, "Not found", f"Nothing lives at {request.url.path}.")
 
 
 def _filters(engine: Engine, **values: Any) -> Filters:
@@ -230,7 +234,8 @@ async def project(request: Request, engine: Engine) -> Response:
             {
                 "query": q,
                 "project": name,
-                "limit": forms.whole_number(qp.get("limit"), "limit", 20, 1, engine.config.recall.max_limit),
+                # A list to look at: its page's size, checked by recall as the tool's limit is.
+                "limit": limit if "limit" in qp else SEARCH_SIZE,
                 "max_tokens": 10**9,  # a list to look at, not a context window: no token budget
                 "category": category,
                 "tags": tags,
@@ -265,7 +270,7 @@ async def project(request: Request, engine: Engine) -> Response:
             current_only=filters["replaced"] != "shown",
         )
         context["memories"] = browse.memories
-        keep = {k: v for k, v in filters.items() if v and k != "q"}
+        keep: dict[str, Any] = {k: v for k, v in filters.items() if v and k != "q"}
         if limit != PAGE_SIZE:
             keep["limit"] = limit
         context["first_page"] = urlencode(keep) if browse.prev_cursor else None
@@ -439,41 +444,24 @@ async def forget(request: Request, engine: Engine) -> Response:
     return redirect(request, f"/projects/{quote(m.project, safe='')}?done=forgotten")
 
 
-async def recall(request: Request, engine: Engine) -> Response:
+async def recall(request: Request, engine: Engine, query: type[RecallQuery] = RecallQuery) -> Response:
+    """The recall explorer: its form is ``query``'s parameters (``forms.request_form``), what was
+    not given is the engine's default, and ``query`` checks the rest as the recall tool's are."""
     qp = request.query_params
-    cfg = engine.config.recall
-    names = [p.project for p in await engine.store.project_summaries()]
-    form = {
-        "q": qp.get("q", ""),
-        "project": qp.get("project") or (names[0] if names else engine.config.default_project),
-        "limit": forms.whole_number(qp.get("limit"), "limit", cfg.default_limit, 1, cfg.max_limit),
-        "max_tokens": forms.whole_number(
-            qp.get("max_tokens"), "max_tokens", cfg.default_max_tokens, 1, 10**7
-        ),
-        "budget": forms.choice(qp.get("budget"), "budget", BUDGETS, "mid"),
-        "mode": forms.choice(qp.get("mode"), "mode", MODES, cfg.mode),
-    }
+    given = dict(qp)
+    if "query" not in given and "q" in given:  # the page's earlier name for the question
+        given["query"] = given["q"]
+    defaults = query.parse(engine.config, {"query": "?"})
+    fields, data = forms.request_form(query, given, qp.getlist, defaults)
     context: dict[str, Any] = {
         "title": "Recall explorer",
         "nav": "recall",
-        "form": form,
-        "projects": names,
-        "budgets": BUDGETS,
-        "modes": MODES,
+        "fields": fields,
+        "projects": [p.project for p in await engine.store.project_summaries()],
     }
-    if form["q"].strip():
-        result = await engine.recall(
-            {
-                "query": form["q"],
-                "project": form["project"],
-                "limit": form["limit"],
-                "max_tokens": form["max_tokens"],
-                "budget": form["budget"],
-                "mode": form["mode"],
-                "explain": True,
-                "count_accesses": False,
-            }
-        )
+    if str(data.get("query", "")).strip():
+        # The page looks without counting, and always shows why (the trace).
+        result = await engine.recall({**data, "explain": True, "count_accesses": False})
         trace = result.trace.as_dict()
         request.app.state.recalls.record(trace, source="ui")
         returned = {m.id: i + 1 for i, (m, _) in enumerate(result.memories)}
@@ -555,10 +543,13 @@ def create_app(
     recalls: RecallLog = RECALLS,
     csrf_secret: bytes | None = None,
     lifespan=None,
+    recall_query: type[RecallQuery] = RecallQuery,
 ) -> Starlette:
     """The browser as an ASGI app. ``get_engine`` returns the opened engine (waiting for start-up
     when needed). ``allowed_hosts``: Host headers to answer (default: loopback names only, so a
-    web page cannot reach it through DNS rebinding). The pages read all four from ``app.state``."""
+    web page cannot reach it through DNS rebinding). The pages read all four from ``app.state``.
+    ``recall_query``: the request value the recall explorer's form is made from (a test gives a
+    variant)."""
     routes = [
         Route("/", handler(projects), name="projects"),
         # Before the project page, whose path parameter would take "/entities" too.
@@ -571,7 +562,7 @@ def create_app(
         Route("/memories/{id}/priority", handler(priority), methods=["POST"]),
         Route("/memories/{id}/forget", handler(forget_confirm), methods=["GET"]),
         Route("/memories/{id}/forget", handler(forget), methods=["POST"]),
-        Route("/recall", handler(recall), name="recall"),
+        Route("/recall", handler(partial(recall, query=recall_query)), name="recall"),
         Route("/stats", handler(stats), name="stats"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

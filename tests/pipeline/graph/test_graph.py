@@ -813,7 +813,7 @@ async def test_ingest_links_related_pieces_as_maintain_rebuilds_them(engine, dat
             "Sam: My cat has been sleeping in the sun all afternoon.",
         ]
     )
-    out = await engine.ingest(text, kind="conversation", source="chat-7")
+    out = await engine.ingest({"text": text, "kind": "conversation", "source": "chat-7"})
     assert out.counts["stored"] == 4
     before = links(database_url, "relates_to")
     assert before  # the billing pieces relate to each other and to the stored memory

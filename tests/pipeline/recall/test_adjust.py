@@ -594,15 +594,6 @@ async def test_explain_shows_each_memorys_factors_and_a_plain_recall_does_not(co
         assert "adjustments" not in out["memories"][0] and "score" not in out["memories"][0]
 
 
-def test_cli_project_option_takes_repeats_and_commas():
-    from memlane.server.cli.commands import _project_option
-
-    assert _project_option(None) is None
-    assert _project_option(["web"]) == "web"
-    assert _project_option(["web,mobile", "api"]) == ["web", "mobile", "api"]
-    assert _project_option(["*"]) == "*"
-
-
 def test_bench_variants_rescore_the_same_candidates():
     from types import SimpleNamespace
 

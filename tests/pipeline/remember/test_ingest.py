@@ -231,7 +231,9 @@ def test_bad_exclude_pattern_is_a_config_error():
 
 
 async def test_ingest_splits_filters_and_stores_in_order_with_source_and_position(engine):
-    res = await engine.ingest(CONVERSATION, project="p", occurred_at="2023-05-08", tags=["chat"])
+    res = await engine.ingest(
+        {"text": CONVERSATION, "project": "p", "occurred_at": "2023-05-08", "tags": ["chat"]}
+    )
     statuses = [p.status for p in res.pieces]
     assert statuses == ["stored", "filtered", "stored", "filtered", "stored", "filtered"]
     assert res.counts == {"pieces": 6, "stored": 3, "duplicate": 0, "filtered": 3}
@@ -245,7 +247,9 @@ async def test_ingest_splits_filters_and_stores_in_order_with_source_and_positio
     assert all("exclude pattern" in p.reason for p in res.pieces if p.status == "filtered")
 
     # The same text again: every kept piece is a duplicate of what was stored, nothing new.
-    again = await engine.ingest(CONVERSATION, project="p", occurred_at="2023-05-08", tags=["chat"])
+    again = await engine.ingest(
+        {"text": CONVERSATION, "project": "p", "occurred_at": "2023-05-08", "tags": ["chat"]}
+    )
     assert again.counts == {"pieces": 6, "stored": 0, "duplicate": 3, "filtered": 3}
     assert [p.duplicate_of for p in again.pieces if p.status == "duplicate"] == [m.id for m in stored]
     assert (await engine.stats())["memories"] == 3
@@ -256,10 +260,12 @@ async def test_ingest_skips_a_near_duplicate_and_reports_what_it_matched(engine)
         {"content": "Caroline went to an LGBTQ support group yesterday and found it powerful", "project": "p"}
     )
     res = await engine.ingest(
-        "Caroline: I went to an LGBTQ support group yesterday and found it powerful.\n"
-        "Caroline: I went to an LGBTQ support group yesterday and found it very powerful!\n"
-        "Melanie: My kids and I are going camping at the lake next weekend.",
-        project="p",
+        {
+            "text": "Caroline: I went to an LGBTQ support group yesterday and found it powerful.\n"
+            "Caroline: I went to an LGBTQ support group yesterday and found it very powerful!\n"
+            "Melanie: My kids and I are going camping at the lake next weekend.",
+            "project": "p",
+        }
     )
     near, also, other = res.pieces
     assert near.status == "duplicate" and near.duplicate_of == first.id and near.similarity >= 0.85
@@ -267,16 +273,21 @@ async def test_ingest_skips_a_near_duplicate_and_reports_what_it_matched(engine)
     assert other.status == "stored"
     # Novelty is per project: the same text elsewhere is new.
     elsewhere = await engine.ingest(
-        "Caroline: I went to an LGBTQ support group yesterday and found it powerful.", project="q"
+        {
+            "text": "Caroline: I went to an LGBTQ support group yesterday and found it powerful.",
+            "project": "q",
+        }
     )
     assert elsewhere.counts["stored"] == 1
 
 
 async def test_ingest_deduplicates_within_one_input(engine):
     res = await engine.ingest(
-        "Ann: The staging database moved to the eu-west-2 region on Monday.\n"
-        "Ben: The staging database was moved to the eu-west-2 region on Monday.\n",
-        project="p",
+        {
+            "text": "Ann: The staging database moved to the eu-west-2 region on Monday.\n"
+            "Ben: The staging database was moved to the eu-west-2 region on Monday.\n",
+            "project": "p",
+        }
     )
     a, b = res.pieces
     assert a.status == "stored" and b.status == "duplicate" and b.duplicate_of == a.id
@@ -289,7 +300,9 @@ async def test_documents_are_chunked_in_order_and_linked_to_their_source(engine_
     eng = Engine(cfg, embedder=embedder)
     await eng.open()
     try:
-        res = await eng.ingest(DOCUMENT, kind="document", project="docs", source="retries.md")
+        res = await eng.ingest(
+            {"text": DOCUMENT, "kind": "document", "project": "docs", "source": "retries.md"}
+        )
         assert res.counts["pieces"] > 3 and res.counts["filtered"] == 0
         assert [p.position for p in res.pieces] == list(range(len(res.pieces)))
         stored = [await eng.get(p.id) for p in res.pieces if p.id]
@@ -305,15 +318,17 @@ async def test_ingest_refuses_bad_input_and_writes_nothing(engine_config, embedd
     await eng.open()
     try:
         with pytest.raises(InvalidInput, match="ingest.max_input_chars"):
-            await eng.ingest("Ann: " + "x" * 600)
+            await eng.ingest({"text": "Ann: " + "x" * 600})
         with pytest.raises(InvalidInput, match="ingest.max_pieces"):
-            await eng.ingest("\n".join(f"Ann: fact number {i} about the billing service" for i in range(5)))
+            await eng.ingest(
+                {"text": "\n".join(f"Ann: fact number {i} about the billing service" for i in range(5))}
+            )
         with pytest.raises(InvalidInput, match="kind must be one of"):
-            await eng.ingest("Ann: hello there", kind="email")
+            await eng.ingest({"text": "Ann: hello there", "kind": "email"})
         with pytest.raises(InvalidInput, match="text is empty"):
-            await eng.ingest("   ")
+            await eng.ingest({"text": "   "})
         with pytest.raises(InvalidInput, match="occurred_at"):
-            await eng.ingest("Ann: The release is on Friday.", occurred_at="last tuesday")
+            await eng.ingest({"text": "Ann: The release is on Friday.", "occurred_at": "last tuesday"})
         assert (await eng.stats())["memories"] == 0
     finally:
         await eng.close()
@@ -422,7 +437,7 @@ async def test_semantic_strategy_through_ingest(engine_config, embedder):
             "The billing service retries failed card payments three times. Billing sends invoices on the "
             "first of the month.\n\nOur cat Miso loves sleeping on the sofa. Miso eats salmon every evening."
         )
-        res = await eng.ingest(text, kind="document", source="notes.md")
+        res = await eng.ingest({"text": text, "kind": "document", "source": "notes.md"})
         assert res.counts["stored"] == 2
         first, second = [await eng.get(p.id) for p in res.pieces]
         assert "billing" in first.content.lower() and "miso" in second.content.lower()

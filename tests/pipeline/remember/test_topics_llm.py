@@ -227,9 +227,11 @@ async def test_ingest_asks_the_topics_stage_too(make_engine):
     )
     eng = await make_engine(llm, taxonomy="auto")
     out = await eng.ingest(
-        "Caroline: I adopted a rescue dog named Pixel from the shelter last week.\n"
-        "Melanie: That is lovely, how is Pixel settling in with your cat?",
-        source="chat-1",
+        {
+            "text": "Caroline: I adopted a rescue dog named Pixel from the shelter last week.\n"
+            "Melanie: That is lovely, how is Pixel settling in with your cat?",
+            "source": "chat-1",
+        }
     )
     stored = [p.id for p in out.pieces if p.status == "stored"]
     assert stored and len(llm.calls_for("topics")) == 1

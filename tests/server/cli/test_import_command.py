@@ -5,23 +5,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from support import exports
 
 from memlane.pipeline.importers import FORMATS
-from memlane.server.cli.main import IMPORT_FORMATS, main
-
-
-@pytest.fixture
-def cli(settings, capsys, monkeypatch):
-    monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+from memlane.server.cli.main import IMPORT_FORMATS
 
 
 def test_the_parser_offers_every_importer():

@@ -11,6 +11,7 @@ import httpx2 as httpx
 import pytest
 
 from memlane.pipeline.errors import NotFound
+from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.request import Filters
 from memlane.server.ui.app import create_app
 from memlane.server.ui.metrics import RecallLog
@@ -171,7 +172,10 @@ async def test_unknown_things_are_404_and_bad_parameters_400_with_a_reason(clien
         ("/projects/acme?since=yesterday", "since"),
         ("/projects/acme?cursor=garbage", "cursor is not valid"),
         ("/recall?q=x&mode=turbo", "mode must be one of auto, fast, full"),
-        ("/recall?q=x&limit=0", "limit must be from 1"),
+        # The recall page's values are checked by RecallQuery: the recall tool's words.
+        ("/recall?q=x&limit=0", "limit must be an integer from 1 to 100"),
+        ("/recall?q=x&limit=ten", "limit must be an integer from 1 to 100"),
+        ("/recall?q=x&as_of=someday", "as_of"),
         ("/recall?q=x&budget=huge", "budget must be one of"),
     ]:
         r = await client.get(path)
@@ -316,7 +320,35 @@ async def test_recall_explorer_shows_the_trace_and_every_arm_score(client):
 
 async def test_recall_explorer_without_a_question_shows_the_form_only(client):
     r = await client.get("/recall")
-    assert r.status_code == 200 and 'name="q"' in r.text and 'id="trace-picture"' not in r.text
+    assert r.status_code == 200 and 'name="query"' in r.text and 'id="trace-picture"' not in r.text
+
+
+async def test_recall_explorer_offers_every_recall_parameter_with_the_engine_defaults(client):
+    """The form is RecallQuery's parameters: those the tool has and those only the browser and the
+    CLI offer; an empty field is the engine's default, which the field shows."""
+    r = await client.get("/recall")
+    form = re.search(r"<form class=\"filters\".*?</form>", r.text, re.S).group(0)
+    names = set(re.findall(r'name="([a-z_]+)"', form))
+    offered = {p.name for p in RecallQuery.parameters("ui")}
+    assert names == offered
+    assert {"as_of", "include_history", "since", "until", "budget", "max_tokens"} <= names
+    cfg = client.engine.config.recall
+    assert re.search(rf'name="limit" value=""[^>]*placeholder="{cfg.default_limit}"', r.text)
+    assert re.search(rf'name="max_tokens" value=""[^>]*placeholder="{cfg.default_max_tokens}"', r.text)
+    assert '<option value="">default (auto)</option>' in r.text
+
+
+async def test_recall_explorer_hands_as_of_history_and_dates_to_recall(client):
+    """The fields the browser gained reach the engine: a window that excludes every memory finds
+    none, and as_of / include_history are what the trace's query says."""
+    base = "/recall?query=which+database+did+we+pick+for+billing&project=acme"
+    r = await client.get(base)
+    assert "PostgreSQL for billing" in r.text
+    r = await client.get(base + "&until=2000-01-01")
+    assert r.status_code == 200 and "Nothing was returned." in r.text
+    r = await client.get(base + "&since=2000-01-01&as_of=2030-01-01&include_history=on")
+    assert r.status_code == 200 and "PostgreSQL for billing" in r.text
+    assert 'name="include_history" checked' in r.text and 'value="2030-01-01"' in r.text
 
 
 async def test_stats_page_charts_memories_and_recall_latency(client):

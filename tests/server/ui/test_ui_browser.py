@@ -221,7 +221,7 @@ def test_edit_then_forget_with_the_confirmation(site, browser):
 def test_recall_explorer_draws_the_trace(site, browser):
     base, _ = site
     browser.get(base + "/recall?project=acme")
-    q = browser.find_element(by("NAME"), "q")
+    q = browser.find_element(by("NAME"), "query")
     q.send_keys("who is on call for payments?")
     follow(browser, browser.find_element(by("ID"), "run-recall"))
     stages = [

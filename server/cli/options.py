@@ -1,0 +1,67 @@
+"""A command's options made from a request value's parameters (``Request.parameters("cli")``): the
+option's spelling, its type, its choices and its help are the declaration's, and the value lands
+under the parameter's name (``--tag`` repeated: ``args.tags``), which ``given`` hands back as the
+request's fields. ``memlane remember``, ``ingest`` and ``recall`` take their options from here."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, get_args
+
+from memlane.pipeline.request import Parameter, Request
+
+
+def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
+    """One argument per parameter ``request`` offers the command line, in its order: a required
+    one positional, a flag for a boolean, a repeatable option for a list."""
+    for p in request.parameters("cli"):
+        text = p.description.replace("%", "%%")  # argparse formats help with %
+        if p.required:
+            parser.add_argument(p.name, help=text)
+            continue
+        if p.many:  # one name or several (--project): ``given`` splits them at commas too
+            text += " Repeatable or comma-separated." if _takes(p, str) else " Repeatable."
+        kwargs: dict[str, Any] = {"dest": p.name, "help": text}
+        if p.wire is bool:
+            kwargs["action"] = "store_true"
+        elif _takes(p, bool):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["action"] = "append" if p.many else "store"
+            if p.choices:
+                kwargs["choices"] = p.choices
+            if _takes(p, int):
+                kwargs["type"] = int
+            if isinstance(p.default, str):
+                kwargs["default"] = p.default
+            if _takes(p, dict):
+                kwargs["metavar"] = "JSON"
+            elif p.is_date:
+                kwargs["metavar"] = "ISO8601"
+            elif not p.choices:
+                kwargs["metavar"] = p.flag.lstrip("-").replace("-", "_").upper()
+        parser.add_argument(p.flag, **kwargs)
+
+
+def given(args: argparse.Namespace, request: type[Request]) -> dict[str, Any]:
+    """The request's fields the command line gave (every offered one; an option left out is
+    ``None``, which the request reads as its default)."""
+    out: dict[str, Any] = {}
+    for p in request.parameters("cli"):
+        if hasattr(args, p.name):
+            value = getattr(args, p.name)
+            out[p.name] = _one_or_several(value) if p.many and _takes(p, str) else value
+    return out
+
+
+def _one_or_several(values: list[str] | None) -> str | list[str] | None:
+    """An option repeated or comma-separated, where one value or a list is taken: one name, or a
+    list (a recall across projects)."""
+    names = [n.strip() for v in values or () for n in v.split(",") if n.strip()]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else names
+
+
+def _takes(p: Parameter, kind: type) -> bool:
+    return any(t is kind or getattr(t, "__origin__", None) is kind for t in (p.wire, *get_args(p.wire)))
