@@ -469,5 +469,8 @@ def test_cli_recall_filters_by_topic_and_fact_type(settings, capsys, monkeypatch
         "I think the billing dinner should be at the Italian restaurant.",
         "The billing report is late.",
     }
-    assert main(["recall", "billing", "--fact-type", "rumour"]) == 1
-    assert "fact_type must be one of" in capsys.readouterr().err
+    # The option's choices are the declared fact types: argparse refuses another, as a usage error.
+    with pytest.raises(SystemExit) as refused:
+        main(["recall", "billing", "--fact-type", "rumour"])
+    assert refused.value.code == 2
+    assert "invalid choice: 'rumour'" in capsys.readouterr().err
