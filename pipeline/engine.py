@@ -252,7 +252,7 @@ class Engine:
     # Supersession by hand (pipeline/supersession/): the ids resolve within the caller's projects.
 
     async def supersede(
-        self, old_id: Any, new_id: Any | None, *, principal: Principal | None = None
+        self, old_id: str | UUID, new_id: str | UUID | None, *, principal: Principal | None = None
     ) -> Memory:
         """A user's fix of supersession (``memlane supersede``): ``old`` is superseded by ``new``,
         whatever the detector decided. Refused for one memory twice, two projects, or a ``new``
@@ -267,7 +267,7 @@ class Engine:
         await self._written()
         return changed
 
-    async def unsupersede(self, memory_id: Any, *, principal: Principal | None = None) -> Memory:
+    async def unsupersede(self, memory_id: str | UUID, *, principal: Principal | None = None) -> Memory:
         """Undo a mark (``memlane unsupersede``): the memory is current again. Returns it."""
         old = await self.store.resolve_id(memory_id, await self._scope(principal))
         current = await undo.unsupersede(self.store, old)
@@ -277,7 +277,7 @@ class Engine:
     async def restore_marks(
         self,
         exported: list[marks.Exported],
-        stored: list[Any],
+        stored: list[str | UUID],
         *,
         principal: Principal | None = None,
     ) -> marks.Restored:
@@ -304,7 +304,7 @@ class Engine:
         await self._written()
         return restored
 
-    async def history(self, memory_id: Any, *, principal: Principal | None = None) -> dict[str, Any]:
+    async def history(self, memory_id: str | UUID, *, principal: Principal | None = None) -> dict[str, Any]:
         """What memlane keeps of a memory's past (``pipeline/supersession/history.py``): the contents
         its updates replaced (``versions``, oldest first), the memories it superseded
         (``supersedes``, newest first) and the one that supersedes it now (``superseded_by``, the
@@ -348,7 +348,7 @@ class Engine:
             s["llm"] = {k: val for k, val in s["llm"].items() if k not in ("usage", "cache_entries")}
         return s
 
-    async def instructions(self, project: Any, *, principal: Principal | None = None) -> list[Memory]:
+    async def instructions(self, project: str | None, *, principal: Principal | None = None) -> list[Memory]:
         """The project's current standing instructions and preferences, newest first (at most
         ``INSTRUCTIONS_LISTED``); ``principal`` must be allowed the project."""
         name = v.project_name(project, self.config.default_project)
@@ -356,7 +356,7 @@ class Engine:
         return [m for m, _ in await self.store.instructions((name,), None, INSTRUCTIONS_LISTED)]
 
     async def category_summaries(
-        self, project: Any, *, principal: Principal | None = None
+        self, project: str | None, *, principal: Principal | None = None
     ) -> list[CategorySummary]:
         """The project's category summaries (refreshed first when enough changed); ``principal``
         must be allowed the project."""
