@@ -284,17 +284,16 @@ async def project(request: Request, engine: Engine) -> Response:
 
 
 async def memory(request: Request, engine: Engine) -> Response:
-    m = await engine.get(request.path_params["id"])
+    # The memory and its past (what it superseded, what supersedes it now, the contents updates
+    # replaced), as `memlane history` reads them.
+    past = await engine.history(request.path_params["id"])
+    m = past["memory"]
     notice = {"saved": "Saved.", "unchanged": "Nothing was changed."}.get(
         request.query_params.get("done", ""), ""
     )
     store = engine.store
     entities = [e for _, e in await store.memory_entities([m.id])]
     links = await store.memory_links(m.id, 50)
-    # Its past: what it superseded, what supersedes it now, and the contents updates replaced.
-    earlier = (await store.history_of([m.id])).get(m.id, [])
-    later = (await store.successors([m.id])).get(m.id)
-    versions = await store.versions(m.id)
     root = _root(request)
     nodes = [graph_svg.Node(f"m:{m.id}", m.content, f"{root}/memories/{m.id}", "memory", 0)]
     edges = []
@@ -325,9 +324,9 @@ async def memory(request: Request, engine: Engine) -> Response:
         notice=notice,
         entities=entities,
         links=links,
-        earlier=earlier,
-        later=later,
-        versions=versions,
+        earlier=past["supersedes"],
+        later=past["superseded_by"],
+        versions=past["versions"],
         graph=graph,
         svg=graph_svg.render(graph, "The memory's neighbourhood"),
         legend=graph_svg.legend(graph),
