@@ -51,8 +51,7 @@ def offering(name: str, body: Tool, *requests: type[Request]) -> Tool:
     signature = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
     annotations: dict[str, Any] = {"ctx": Context}
     for p in (p for request in requests for p in request.parameters("mcp")):
-        # A type made at run time from the declaration, which mypy cannot read as a type.
-        annotation = Annotated[p.wire, Field(description=p.description)]  # type: ignore[name-defined]
+        annotation = Annotated[p.wire, Field(description=p.description)]  # type: ignore[name-defined]  # built at run time
         default = inspect.Parameter.empty if p.required else p.default
         signature.append(
             inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
