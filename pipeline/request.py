@@ -85,10 +85,15 @@ class Parameter:
     def required(self) -> bool:
         return self.default is Parameter.REQUIRED
 
+    def takes(self, kind: type) -> bool:
+        """Whether a caller may give a ``kind``: the type it gives is ``kind``, a generic of it
+        (``list[str]`` takes a ``list``), or a union with one of those."""
+        return any(t is kind or get_origin(t) is kind for t in (self.wire, *get_args(self.wire)))
+
     @property
     def many(self) -> bool:
         """A list: the command line's option repeats, the form's text is comma-separated."""
-        return list in (get_origin(t) for t in (self.wire, *get_args(self.wire)))
+        return self.takes(list)
 
     @property
     def is_date(self) -> bool:

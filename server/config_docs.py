@@ -14,6 +14,7 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,6 +63,23 @@ def _section(model: Any) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _fields(
+    section: type[BaseModel], defaults: BaseModel | None
+) -> Iterator[tuple[str, Any, Any, type[BaseModel] | None]]:
+    """Each field of ``section``: its name, its ``FieldInfo``, its default and the nested section it
+    holds (or None). A nested section's defaults are those of the instance its parent holds
+    (llm.stages.extract is off there, though LLMStageConfig's own default is on), so with
+    ``defaults`` (that instance) the values come from it."""
+    for name, field in section.model_fields.items():
+        value = _field_default(field) if defaults is None else getattr(defaults, name)
+        yield name, field, value, _section(field.annotation)
+
+
+def _variable(path: tuple[str, ...], name: str) -> str:
+    """The environment variable of the setting ``name`` in section ``path``."""
+    return ENV_PREFIX + "__".join((*path, name)).upper()
+
+
 def reference_markdown(model: type[BaseModel] | None = None) -> str:
     """Every setting as Markdown tables, one per section: key, type, default, variable, meaning.
 
@@ -73,17 +91,13 @@ def reference_markdown(model: type[BaseModel] | None = None) -> str:
     def table(
         section: type[BaseModel], path: tuple[str, ...], defaults: BaseModel | None, note: str = ""
     ) -> None:
-        # A section's defaults are those of the instance its parent holds (llm.stages.extract is
-        # off there, though LLMStageConfig's own default is on), so values come from `defaults`.
         rows, nested = [], []
-        for name, field in section.model_fields.items():
-            value = _field_default(field) if defaults is None else getattr(defaults, name)
-            sub = _section(field.annotation)
+        for name, field, value, sub in _fields(section, defaults):
             if sub is not None:
                 nested.append((name, sub, value))
                 continue
             key = ".".join((*path, name))
-            env = ENV_PREFIX + "__".join((*path, name)).upper()
+            env = _variable(path, name)
             desc = " ".join((field.description or "").split()).replace("|", "\\|")
             default = "(required)" if value is PydanticUndefined else _default_text(value)
             rows.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | `{env}` | {desc} |")
@@ -222,8 +236,10 @@ def example_toml(model: type[BaseModel] | None = None) -> str:
             described.add((name, desc))
             out += ["", *_comment(desc)]
         if key in secrets:
-            env = ENV_PREFIX + "__".join((*path, name)).upper()
-            return [*out, f"# {name}: a secret, refused in this file: set {env} in the environment"]
+            return [
+                *out,
+                f"# {name}: a secret, refused in this file: set {_variable(path, name)} in the environment",
+            ]
         examples = list(field.examples or [])
         if value is None:
             if not examples:
@@ -237,9 +253,7 @@ def example_toml(model: type[BaseModel] | None = None) -> str:
     def section(cls: type[BaseModel], path: tuple[str, ...], defaults: BaseModel | None, intro: str) -> None:
         body: list[str] = []
         nested = []
-        for name, field in cls.model_fields.items():
-            value = _field_default(field) if defaults is None else getattr(defaults, name)
-            sub = _section(field.annotation)
+        for name, field, value, sub in _fields(cls, defaults):
             if sub is None:
                 body += entry(path, name, field, value)
                 continue

@@ -72,6 +72,21 @@ C = TypeVar("C", bound=Traced)  # the context a stage is run with
 StageFn = Callable[[C, In], Step[Out] | Awaitable[Step[Out]]]
 
 
+async def _output(fn: StageFn[C, In, Out], ctx: C, value: In) -> Step[Out]:
+    """A stage function's ``Step``, whether it is sync or async."""
+    ran = fn(ctx, value)
+    return ran if isinstance(ran, Step) else await ran
+
+
+def _mark(span: telemetry.SpanHandle, status: str) -> None:
+    """A stage's or a step's status on its span: the kind, and for one that did not run its
+    bounded reason (``telemetry.reason_of``)."""
+    kind = status.split(":", 1)[0]
+    span.set("memlane.stage.status", kind)
+    if kind != "ran":
+        span.set("memlane.stage.reason", telemetry.reason_of(status))
+
+
 def _reason(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
@@ -146,8 +161,7 @@ async def run_stage(
     with telemetry.span(f"recall.{name}", **{"memlane.stage.in": st.count_in}) as span:
         t0 = time.perf_counter()
         try:
-            ran = fn(ctx, value)
-            step = ran if isinstance(ran, Step) else await ran
+            step = await _output(fn, ctx, value)
             st.status = step.status
             st.detail.update(step.detail)
             if step.prompt:
@@ -164,10 +178,7 @@ async def run_stage(
         finally:
             st.ms = (time.perf_counter() - t0) * 1000
             ctx.trace.stages.append(st)
-            kind = st.status.split(":", 1)[0]
-            span.set("memlane.stage.status", kind)
-            if kind != "ran":
-                span.set("memlane.stage.reason", telemetry.reason_of(st.status))
+            _mark(span, st.status)
         st.count_out = count(out)
         span.set("memlane.stage.out", st.count_out)
     return out
@@ -207,8 +218,7 @@ async def run_steps(
         with telemetry.span(f"recall.{stage}.{sub.name}") as span:
             t0 = time.perf_counter()
             try:
-                ran = sub.fn(ctx, step.value)
-                done = ran if isinstance(ran, Step) else await ran
+                done = await _output(sub.fn, ctx, step.value)
                 status = done.status
             except Exception as e:
                 # The type only in the log: a step's error may quote a memory.
@@ -223,10 +233,7 @@ async def run_steps(
                         step.status = "ran"  # the stage's own work was off, a step's was not
             finally:
                 times[sub.name] = round((time.perf_counter() - t0) * 1000, 3)
-            kind = status.split(":", 1)[0]
-            span.set("memlane.stage.status", kind)
-            if kind != "ran":
-                span.set("memlane.stage.reason", telemetry.reason_of(status))
+            _mark(span, status)
     return step
 
 

@@ -6,9 +6,9 @@ request's fields. ``memlane remember``, ``ingest`` and ``recall`` take their opt
 from __future__ import annotations
 
 import argparse
-from typing import Any, get_args
+from typing import Any
 
-from memlane.pipeline.request import Parameter, Request
+from memlane.pipeline.request import Request
 
 
 def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
@@ -20,21 +20,21 @@ def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
             parser.add_argument(p.name, help=text)
             continue
         if p.many:  # one name or several (--project): ``given`` splits them at commas too
-            text += " Repeatable or comma-separated." if _takes(p, str) else " Repeatable."
+            text += " Repeatable or comma-separated." if p.takes(str) else " Repeatable."
         kwargs: dict[str, Any] = {"dest": p.name, "help": text}
         if p.wire is bool:
             kwargs["action"] = "store_true"
-        elif _takes(p, bool):
+        elif p.takes(bool):
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["action"] = "append" if p.many else "store"
             if p.choices:
                 kwargs["choices"] = p.choices
-            if _takes(p, int):
+            if p.takes(int):
                 kwargs["type"] = int
             if isinstance(p.default, str):
                 kwargs["default"] = p.default
-            if _takes(p, dict):
+            if p.takes(dict):
                 kwargs["metavar"] = "JSON"
             elif p.is_date:
                 kwargs["metavar"] = "ISO8601"
@@ -50,7 +50,7 @@ def given(args: argparse.Namespace, request: type[Request]) -> dict[str, Any]:
     for p in request.parameters("cli"):
         if hasattr(args, p.name):
             value = getattr(args, p.name)
-            out[p.name] = _one_or_several(value) if p.many and _takes(p, str) else value
+            out[p.name] = _one_or_several(value) if p.many and p.takes(str) else value
     return out
 
 
@@ -61,7 +61,3 @@ def _one_or_several(values: list[str] | None) -> str | list[str] | None:
     if not names:
         return None
     return names[0] if len(names) == 1 else names
-
-
-def _takes(p: Parameter, kind: type) -> bool:
-    return any(t is kind or getattr(t, "__origin__", None) is kind for t in (p.wire, *get_args(p.wire)))

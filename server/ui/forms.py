@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
 from memlane.pipeline.records import Memory
 from memlane.pipeline.request import Parameter, Request
@@ -114,7 +114,7 @@ def request_form(
             if on:
                 data[p.name] = True
             continue
-        if _takes(p.wire, bool):
+        if p.takes(bool):
             fields.append(FormField(p.name, label, p.description, "yesno", text, choices=("true", "false")))
             if text:
                 data[p.name] = {"true": True, "false": False}.get(text.lower(), text)
@@ -127,7 +127,7 @@ def request_form(
                 FormField(p.name, label, p.description, "select", value, placeholder=blank, choices=p.choices)
             )
         else:
-            kind = "number" if _takes(p.wire, int) else "text"
+            kind = "number" if p.takes(int) else "text"
             fields.append(
                 FormField(p.name, label, p.description, kind, text, placeholder=shown, required=p.required)
             )
@@ -136,21 +136,17 @@ def request_form(
     return fields, data
 
 
-def _takes(wire: Any, kind: type) -> bool:
-    return any(t is kind for t in (wire, *get_args(wire)))
-
-
 def _value(p: Parameter, text: str) -> Any:
     """A query string's text as the parameter's type; a number that is none is handed on as
     given, for the request value to refuse in its words."""
-    if _takes(p.wire, int):
+    if p.takes(int):
         try:
             return int(text)
         except ValueError:
             return text
     if p.many:
         items = [t.strip() for t in text.split(",") if t.strip()]
-        return items[0] if len(items) == 1 and _takes(p.wire, str) else items
+        return items[0] if len(items) == 1 and p.takes(str) else items
     return text
 
 
