@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -191,22 +191,22 @@ class Restored:
     conflicts: int | None  # contradicting pairs marked again; None when the file listed none
 
 
-def _by_export_id(exported: Sequence[Exported], stored: Sequence[UUID]) -> dict[str, UUID]:
-    return {str(e.id): new for e, new in zip(exported, stored, strict=True) if e.id is not None}
+def _marks(exported: Sequence[Exported], stored: Sequence[UUID]) -> Iterator[tuple[bool, UUID, UUID]]:
+    """The export's marks whose two memories the file holds, between them as now stored, in the
+    file's order: (whether it is a supersession, else a contradiction; the memory it is on; the
+    other one). ``exported[i]`` was stored as ``stored[i]``."""
+    new_id = {str(e.id): new for e, new in zip(exported, stored, strict=True) if e.id is not None}
+    for e, new in zip(exported, stored, strict=True):
+        others = [(True, e.superseded_by)] if e.superseded_by is not None else []
+        for is_successor, other in [*others, *((False, c) for c in e.conflicts_with)]:
+            if str(other) in new_id and new_id[str(other)] != new:
+                yield is_successor, new, new_id[str(other)]
 
 
 def touched(exported: Sequence[Exported], stored: Sequence[UUID]) -> set[UUID]:
     """The stored memories that ``restore`` would mark: both ends of every exported mark whose two
     memories the file holds."""
-    new_id = _by_export_id(exported, stored)
-    out: set[UUID] = set()
-    for e, new in zip(exported, stored, strict=True):
-        for other in (
-            [e.superseded_by, *e.conflicts_with] if e.superseded_by is not None else e.conflicts_with
-        ):
-            if str(other) in new_id and new_id[str(other)] != new:
-                out |= {new, new_id[str(other)]}
-    return out
+    return {m for _, new, other in _marks(exported, stored) for m in (new, other)}
 
 
 async def restore(
@@ -217,17 +217,14 @@ async def restore(
     have decided otherwise while importing: the exported decision, perhaps a user's, stands
     (``Store.set_successor``, which refuses a chain that would loop). A mark naming a memory the
     file does not hold is dropped."""
-    new_id = _by_export_id(exported, stored)
     superseded = 0
     conflicts: dict[str, list[tuple[UUID, UUID]]] = {}
-    for e, new in zip(exported, stored, strict=True):
-        by = e.superseded_by
-        if by is not None and str(by) in new_id and new_id[str(by)] != new:
-            await store.set_successor(new, new_id[str(by)])
+    for is_successor, new, other in _marks(exported, stored):
+        if is_successor:
+            await store.set_successor(new, other)
             superseded += 1
-        for other in e.conflicts_with:
-            if str(other) in new_id and new_id[str(other)] != new:
-                conflicts.setdefault(projects[new], []).append((new, new_id[str(other)]))
+        else:
+            conflicts.setdefault(projects[new], []).append((new, other))
     for project, pairs in conflicts.items():
         await store.mark_conflicts(project, pairs)
     # Each contradiction is listed on both of its sides.
