@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib.metadata
 import json
 import re
@@ -13,16 +14,19 @@ from uuid import UUID
 
 from tqdm import tqdm
 
-from memlane.pipeline import maintain
+from memlane.pipeline import maintain, validate
 from memlane.pipeline.engine import Engine
-from memlane.pipeline.errors import InvalidInput, MemlaneError
+from memlane.pipeline.errors import InvalidInput, MemlaneError, NotFound
 from memlane.pipeline.llm import prompts
 from memlane.pipeline.recall import render
-from memlane.pipeline.recall.query import RecallQuery
-from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput
+from memlane.pipeline.recall.query import RecallQuery, asks_every_project
+from memlane.pipeline.records import Memory
+from memlane.pipeline.remember.inputs import IngestRequest, MemoryInput, MemoryPatch
+from memlane.pipeline.request import Filters
+from memlane.pipeline.store.handles import handle_of
 from memlane.pipeline.supersession.marks import Exported
-from memlane.server.cli import options
-from memlane.server.mcp.models import MemoryOut, RememberResult
+from memlane.server.cli import options, printed
+from memlane.server.mcp.models import ForgetResult, MemoryOut, Redaction, RememberResult, UpdateResult
 from memlane.server.settings import Settings
 from memlane.server.version import VERSION
 
@@ -34,6 +38,9 @@ EXPORT_ONLY = {
 }  # fmt: skip
 # Which memory replaced which, by the export's ids: set again between the imported memories.
 SUPERSESSION = ("superseded_by", "valid_until", "conflicts_with")
+# Exit codes besides 0 and 1 (an error): a recall of a project that does not exist, and a forget
+# refused (no terminal to confirm at, and no --yes). docs/cli.md lists them.
+EXIT_NO_PROJECT = EXIT_REFUSED = 2
 
 
 async def with_engine(settings: Settings, handler, args) -> int:
@@ -66,6 +73,16 @@ async def cmd_remember(engine: Engine, args) -> int:
     out = await engine.remember({**options.given(args, MemoryInput), "metadata": metadata}, stream="cli")
     print(json.dumps(RememberResult.of(out).model_dump()))
     return 0
+
+
+def _metadata(args) -> Any:
+    """--metadata's JSON object (remember, update); None when not given."""
+    if not args.metadata:
+        return None
+    try:
+        return json.loads(args.metadata)
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
 
 
 async def cmd_ingest(engine: Engine, args) -> int:
@@ -113,17 +130,28 @@ async def cmd_recall(engine: Engine, args) -> int:
             out["trace"] = res.trace.as_dict()
         print(render.to_text(out))
         return 0
+    unknown, counts = await _unknown_projects(engine, args)
+    if unknown is not None:
+        print(f"memlane: {unknown}\n{printed.projects_line(counts)}", file=sys.stderr)
+        return EXIT_NO_PROJECT
     if not res.memories:
-        print(f"(no memories found) {res.rendered.get('note', '')}".rstrip())
+        print(_nothing_found(engine, args))
+    shown = {m.id: m for m, _ in res.memories}
     for i, (m, score) in enumerate(res.memories, 1):
         when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
         print(f"{i:>2}. {m.content}{when}\n    id={m.id} score={score:.4f} project={m.project}")
+        if m.superseded_by is not None:
+            by = shown.get(m.superseded_by) or await _memory_or_none(engine, m.superseded_by)
+            print("    " + printed.replaced_line(m, by))
         factors = args.explain and next((c.adjustments for c in res.ranked if c.memory.id == m.id), None)
         if factors:
             print("    adjustments: " + ", ".join(f"{k} {v:g}" for k, v in factors.items()))
         views = res.rendered.get("memories", [])
         for item in views[i - 1].get("context", []) if i <= len(views) else []:
             print(f"    context [{item['position']}] {item['content']}")
+        for item in views[i - 1].get("history", []) if i <= len(views) else []:
+            until = f" until {item['valid_until']}" if "valid_until" in item else ""
+            print(f"    earlier {item['id']} (from {item['date']}{until}): {item['content']}")
     for entity in res.rendered.get("entities", []):
         print(f"entity {entity['name']}:")
         for fact in entity["facts"]:
@@ -136,6 +164,64 @@ async def cmd_recall(engine: Engine, args) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+async def _unknown_projects(engine: Engine, args) -> tuple[str | None, list[tuple[str, int]]]:
+    """What is wrong with the projects a recall named, if one does not exist (a typo; or the
+    default project, when the store has none of it), and every project with its memory count."""
+    given = options.given(args, RecallQuery)
+    asked = given.get("project")
+    if asks_every_project(asked):
+        return None, []
+    counts = [(p.project, p.memories) for p in await engine.store.project_summaries()]
+    known = {name for name, _ in counts}
+    default = engine.config.default_project
+    named = [asked] if isinstance(asked, str) else list(asked or ())
+    if given.get("current_project") is not None:
+        named.append(given["current_project"])
+    if not named:
+        if default in known:
+            return None, counts
+        return (
+            f"the default project {default!r} has no memories; name one with --project NAME "
+            "(or --project '*' for every project)",
+            counts,
+        )
+    missing = [n for n in dict.fromkeys(validate.project_name(n, default) for n in named) if n not in known]
+    if not missing:
+        return None, counts
+    said = []
+    for name in missing:
+        close = difflib.get_close_matches(name, known, n=1)
+        said.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    noun = "project" if len(missing) == 1 else "projects"
+    return f"there is no {noun} {', '.join(said)}: no memory was ever stored there", counts
+
+
+def _nothing_found(engine: Engine, args) -> str:
+    """The sentence a person reads when a recall found nothing in projects that exist."""
+    given = options.given(args, RecallQuery)
+    asked = given.get("project")
+    if asks_every_project(asked):
+        where = "any project"
+    elif isinstance(asked, list):
+        where = "projects " + ", ".join(asked)
+    else:
+        where = f"project {validate.project_name(asked, engine.config.default_project)!r}"
+    filtered = any(given.get(name) is not None for name in Filters.model_fields if name != "projects")
+    narrowed = " with these filters" if filtered else ""
+    wider = "fewer filters, " if filtered else ""
+    return (
+        f"No memory in {where} matches {args.query!r}{narrowed}. "
+        f"Try other words, {wider}or --project '*' to search every project."
+    )
+
+
+async def _memory_or_none(engine: Engine, memory_id: UUID) -> Memory | None:
+    try:
+        return await engine.store.get(memory_id)
+    except NotFound:  # forgotten since the recall read it
+        return None
 
 
 def _read_jsonl(
@@ -250,8 +336,12 @@ async def cmd_supersede(engine: Engine, args) -> int:
 
 
 async def cmd_history(engine: Engine, args) -> int:
-    """``memlane history ID``: JSON of the memory, its versions and its supersession chain."""
+    """``memlane history ID``: the memory, its versions and its supersession chain, for a person;
+    with --json, as JSON."""
     h = await engine.history(args.id)
+    if not args.json:
+        print("\n".join(printed.history_lines(h)))
+        return 0
 
     def when(t: Any) -> str | None:
         return t.isoformat() if t is not None else None
@@ -279,6 +369,77 @@ async def cmd_history(engine: Engine, args) -> int:
 async def cmd_unsupersede(engine: Engine, args) -> int:
     current = await engine.unsupersede(args.id)
     print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
+    return 0
+
+
+async def _the_memory(engine: Engine, args) -> Memory:
+    """The memory ``ID`` names; with --project, only if it is that project's (a wrong id from
+    another project's listing is refused, not changed)."""
+    m = await engine.get(args.id)
+    if args.project is not None:
+        project = validate.project_name(args.project, engine.config.default_project)
+        if m.project != project:
+            raise NotFound(
+                f"memory {handle_of(m.id)} is in project {m.project!r}, not {project!r}; nothing changed"
+            )
+    return m
+
+
+async def cmd_forget(engine: Engine, args) -> int:
+    """``memlane forget ID``: shows the memory and asks at a terminal, or takes --yes; without a
+    terminal and without --yes it refuses (exit 2), since a deletion cannot be undone."""
+    m = await _the_memory(engine, args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(
+                f"memlane: not deleting memory {handle_of(m.id)}: forget deletes it for good, so it asks at "
+                "a terminal; add --yes to delete without asking",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
+        print("This memory will be deleted for good:\n")
+        print("\n".join("  " + line for line in printed.memory_card(m)))
+        try:
+            answer = input("\nForget it? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Nothing deleted.")
+            return 1
+    gone = await engine.forget(m.id)
+    if args.json:
+        print(
+            render.to_text(
+                ForgetResult(id=str(gone.id), status="forgotten", content=gone.content).model_dump()
+            )
+        )
+    else:
+        print(f"Forgot {gone.id} (project {gone.project}): {printed.snippet(gone.content)}")
+    return 0
+
+
+async def cmd_update(engine: Engine, args) -> int:
+    """``memlane update ID --content ... --tag ...``: the fields given change, as the update tool's
+    do (new content is re-embedded; the old content is kept as an earlier version)."""
+    changes = {**options.given(args, MemoryPatch), "metadata": _metadata(args)}
+    if all(v is None for v in changes.values()):
+        flags = ", ".join(p.flag for p in MemoryPatch.parameters("cli"))
+        raise InvalidInput(f"nothing to update: give at least one of {flags}")
+    patch = MemoryPatch.parse(engine.config, changes)
+    m = await _the_memory(engine, args)
+    updated = await engine.update(m.id, patch)
+    if args.json:
+        redacted = [Redaction(**r) for r in patch.redacted] or None
+        print(
+            render.to_text(UpdateResult(**MemoryOut.of(updated).model_dump(), redacted=redacted).model_dump())
+        )
+        return 0
+    print("Updated:\n")
+    print("\n".join("  " + line for line in printed.memory_card(updated)))
+    if "content" in patch.changes():
+        print(f"\nThe earlier content is kept: `memlane history {handle_of(updated.id)}`.")
+    for r in patch.redacted:
+        print(f"Likely secrets replaced by placeholders: {r['count']} {r['kind']}.")
     return 0
 
 
@@ -336,6 +497,16 @@ async def cmd_maintain(engine: Engine, args) -> int:
 
 
 async def cmd_doctor(engine: Engine, args) -> int:
+    """``memlane doctor``: one line per check (ok, warning or fail); with --json, the report."""
+    ok, report = await _doctor_report(engine)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(printed.doctor_lines(report)))
+    return 0 if ok else 1
+
+
+async def _doctor_report(engine: Engine) -> tuple[bool, dict[str, Any]]:
     ok = True
     report: dict[str, Any] = {}
     report["data_dir"] = str(engine.runtime.data_dir) if engine.runtime.dsn_kind == "embedded" else None
@@ -427,8 +598,7 @@ async def cmd_doctor(engine: Engine, args) -> int:
             versions[pkg] = None
     report["versions"] = versions
     report["status"] = "ok" if ok else "problems found"
-    print(json.dumps(report, indent=2))
-    return 0 if ok else 1
+    return ok, report
 
 
 def embedding_report(engine: Engine) -> dict[str, Any]:
@@ -474,7 +644,7 @@ def _why(configured: str, emb) -> str:
 
 
 # The commands that embed (a question or memories) and so want the model loaded.
-EMBEDS = {cmd_remember, cmd_ingest, cmd_recall, cmd_import, cmd_reembed, cmd_doctor}
+EMBEDS = {cmd_remember, cmd_ingest, cmd_recall, cmd_import, cmd_reembed, cmd_doctor, cmd_update}
 
 
 def cmd_prompts(args) -> int:

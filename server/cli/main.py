@@ -1,5 +1,5 @@
-"""The ``memlane`` command: serve, remember, ingest, recall, import, export, backup, restore, doctor,
-maintain, reembed, prompts, token, bench, setup."""
+"""The ``memlane`` command: serve, remember, ingest, recall, supersede, history, unsupersede, forget,
+update, import, export, backup, restore, doctor, maintain, reembed, prompts, token, bench, setup."""
 
 from __future__ import annotations
 
@@ -104,9 +104,34 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     )
     s.set_defaults(run=_on_engine(lambda c: c.cmd_history))
     s.add_argument("id", metavar="ID", help="id or handle of the memory")
+    s.add_argument("--json", action="store_true", help="print JSON (the memory, versions, supersessions)")
     s = sub.add_parser("unsupersede", help="make a superseded memory current again; prints it")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_unsupersede))
     s.add_argument("id", metavar="ID", help="id or handle of the superseded memory")
+
+    from memlane.pipeline.remember.inputs import MemoryPatch, MemoryRef
+
+    s = sub.add_parser(
+        "forget",
+        help="delete one memory for good (shows it and asks; --yes without asking)",
+        description="Exit status: 0 deleted; 1 an error or the answer was no; 2 refused: no "
+        "terminal to ask at and no --yes.",
+    )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_forget))
+    options.add(s, MemoryRef)
+    s.add_argument("--yes", "-y", action="store_true", help="delete without asking (scripts)")
+    s.add_argument("--project", help="refuse unless the memory is in this project (a check on the id)")
+    s.add_argument("--json", action="store_true", help="print the forget tool's JSON result")
+    s = sub.add_parser(
+        "update",
+        help="change fields of a memory; new content is re-embedded, the old kept as a version",
+        description="Only the fields given change; at least one is needed.",
+    )
+    s.set_defaults(run=_on_engine(lambda c: c.cmd_update))
+    options.add(s, MemoryRef)
+    options.add(s, MemoryPatch)
+    s.add_argument("--project", help="refuse unless the memory is in this project (a check on the id)")
+    s.add_argument("--json", action="store_true", help="print the update tool's JSON result")
 
     s = sub.add_parser(
         "import",
@@ -162,6 +187,7 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
 
     s = sub.add_parser("doctor", help="check configuration, database, model and versions")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_doctor))
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
 
     s = sub.add_parser("prompts", help="the versioned prompt templates of the LLM stages")
     s.set_defaults(run=_prompts)

@@ -232,7 +232,7 @@ def test_doctor_shows_each_replica_and_its_lag(urls, tmp_path, capsys, monkeypat
     monkeypatch.setenv("MEMLANE_DATABASE__URL", url)
     monkeypatch.setenv("MEMLANE_DATABASE__READ_URLS", json.dumps([read_url]))
     monkeypatch.setenv("MEMLANE_DATA_DIR", str(tmp_path))
-    code = main(["doctor"])
+    code = main(["doctor", "--json"])
     out = capsys.readouterr().out
     report = json.loads(out)
     [replica] = report["read_replicas"]

@@ -81,7 +81,7 @@ async def test_a_newer_store_is_refused_naming_the_newest_backup_this_memlane_ca
     recall = run_memlane("recall", "staging cluster", "--project", "ops", env=env)
     assert (recall.returncode, recall.stdout) == (1, "")
     assert recall.stderr.strip().splitlines()[-1] == f"memlane: {message}"
-    doctor = run_memlane("doctor", env=env)
+    doctor = run_memlane("doctor", "--json", env=env)
     assert doctor.returncode == 1
     report = json.loads(doctor.stdout)
     assert report["database_problem"] == message and report["status"] == "problems found"

@@ -120,7 +120,7 @@ async def test_recall_does_not_write_the_memories_it_returns(engine, database_ur
 
 
 async def _doctor(settings, capsys) -> tuple[int, dict]:
-    code = await commands.with_engine(settings, commands.cmd_doctor, SimpleNamespace())
+    code = await commands.with_engine(settings, commands.cmd_doctor, SimpleNamespace(json=True))
     return code, json.loads(capsys.readouterr().out)
 
 

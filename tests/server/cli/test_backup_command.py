@@ -157,7 +157,7 @@ def test_the_cli_backs_up_and_restores_tokens_and_refuses_a_non_empty_target(
     assert "password" not in out
     code, _, err = _run(capsys, "backup", str(path))
     assert code == 1 and "exists" in err
-    _, out, _ = _run(capsys, "doctor")
+    _, out, _ = _run(capsys, "doctor", "--json")
     last = json.loads(out)["last_backup"]
     assert last["path"] == str(path) and last["age"].endswith("seconds")
 

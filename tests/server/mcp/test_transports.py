@@ -395,7 +395,7 @@ def test_cli_import_with_a_bad_line_exits_nonzero_names_the_line_and_writes_noth
 
 
 def test_cli_doctor_exits_zero_and_reports_the_model(shared_dir, http_port, embedder):
-    r = run_memlane("doctor", env=server_env(shared_dir))
+    r = run_memlane("doctor", "--json", env=server_env(shared_dir))
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["status"] == "ok"
