@@ -397,12 +397,13 @@ async def cmd_forget(engine: Engine, args) -> int:
                 file=sys.stderr,
             )
             return EXIT_REFUSED
-        print("This memory will be deleted for good:\n")
-        print("\n".join("  " + line for line in printed.memory_card(m)))
-        try:
-            answer = input("\nForget it? [y/N] ")
-        except EOFError:
-            answer = ""
+        # The question on stderr, as rm -i asks: stdout stays the result (--json's too).
+        card = "\n".join("  " + line for line in printed.memory_card(m))
+        print(
+            f"This memory will be deleted for good:\n\n{card}\n\nForget it? [y/N] ", end="", file=sys.stderr
+        )
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
         if answer.strip().lower() not in ("y", "yes"):
             print("Nothing deleted.")
             return 1

@@ -46,10 +46,10 @@ def test_forget_without_a_terminal_or_yes_refuses_and_keeps_the_memory(cli, monk
 def test_forget_at_a_terminal_shows_the_memory_and_asks(cli, monkeypatch, answer, deleted):
     mid = remember(cli, "The office wifi password rotates monthly", "cli", "--tag", "office")
     monkeypatch.setattr("sys.stdin", Terminal(answer))
-    code, out, _ = cli("forget", handle_of(mid))
-    assert "This memory will be deleted for good:" in out
-    assert "The office wifi password rotates monthly" in out and "tags office" in out
-    assert "Forget it? [y/N]" in out
+    code, out, err = cli("forget", handle_of(mid))
+    assert "This memory will be deleted for good:" in err
+    assert "The office wifi password rotates monthly" in err and "tags office" in err
+    assert err.endswith("Forget it? [y/N] ")
     assert (code == 0) is deleted
     assert ("Forgot " + mid in out) is deleted
     assert ("Nothing deleted." in out) is not deleted
