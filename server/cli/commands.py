@@ -190,12 +190,11 @@ async def _unknown_projects(engine: Engine, args) -> tuple[str | None, list[tupl
     missing = [n for n in dict.fromkeys(validate.project_name(n, default) for n in named) if n not in known]
     if not missing:
         return None, counts
-    said = []
-    for name in missing:
-        close = difflib.get_close_matches(name, known, n=1)
-        said.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    noun = "project" if len(missing) == 1 else "projects"
-    return f"there is no {noun} {', '.join(said)}: no memory was ever stored there", counts
+    guesses = [close[0] for n in missing if (close := difflib.get_close_matches(n, known, n=1))]
+    hint = f" Did you mean {' or '.join(map(repr, guesses))}?" if guesses else ""
+    names = ", ".join(map(repr, missing))
+    said = f"there is no project {names}" if len(missing) == 1 else f"there are no projects {names}"
+    return f"{said} (no memory is stored there).{hint}", counts
 
 
 def _nothing_found(engine: Engine, args) -> str:

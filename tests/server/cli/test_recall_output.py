@@ -34,11 +34,16 @@ def test_an_unknown_project_is_named_with_the_projects_there_are_and_exit_2(cli)
     remember(cli, "Tomatoes go in the sunny bed", "garden")
     code, out, err = cli("recall", "cache", "--project", "tidepol")
     assert code == 2 and out == ""
-    assert "there is no project 'tidepol' (did you mean 'tidepool'?)" in err
+    assert "there is no project 'tidepol' (no memory is stored there). Did you mean 'tidepool'?" in err
     assert "Projects with memories: garden (2), tidepool (1)." in err
     # One typo among several names is still named.
     code, _, err = cli("recall", "cache", "--project", "tidepool,gardn")
-    assert code == 2 and "'gardn' (did you mean 'garden'?)" in err
+    assert (
+        code == 2 and "there is no project 'gardn' (no memory is stored there). Did you mean 'garden'?" in err
+    )
+    code, _, err = cli("recall", "cache", "--project", "tidepol,gardn")
+    assert code == 2 and "there are no projects 'tidepol', 'gardn'" in err
+    assert "Did you mean 'tidepool' or 'garden'?" in err
     # Every project, and names that exist, answer as before.
     assert cli("recall", "cache", "--project", "*")[0] == 0
     assert cli("recall", "cache", "--project", "tidepool,garden")[0] == 0
