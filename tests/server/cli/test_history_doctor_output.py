@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from support.processes import free_port
+
 from memlane.pipeline.store.handles import handle_of
 
 
@@ -76,3 +78,14 @@ def test_doctor_marks_a_failed_check_and_exits_1(cli, settings, monkeypatch):
         for line in out.splitlines()
     ), out
     assert out.strip().splitlines()[-1].startswith("Problems found: 1 failed")
+
+
+def test_doctor_without_a_database_fails_that_check_and_still_checks_the_rest(cli, monkeypatch):
+    monkeypatch.setenv("MEMLANE_DATABASE__URL", f"postgresql://memlane@127.0.0.1:{free_port()}/nothing")
+    monkeypatch.setenv("MEMLANE_DATABASE__CONNECT_TIMEOUT", "3")
+    code, out, _ = cli("doctor")
+    assert code == 1
+    status = {line.split()[1]: line.split()[0] for line in out.strip().splitlines()[:-2]}
+    assert status["database"] == "fail" and "connect" in out.splitlines()[0]
+    assert "model" not in status  # nothing to compare without the store
+    assert status["embedding"] == status["prompts"] == "ok"
