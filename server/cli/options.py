@@ -3,11 +3,12 @@ option's spelling, its type, its choices and its help are the declaration's, and
 under the parameter's name (``--tag`` repeated: ``args.tags``), which ``given`` hands back as the
 request's fields. ``memlane remember``, ``ingest`` and ``recall`` take their options from here.
 The help is the declaration's ``help`` (its words for a person) or else its description; a
-required text given as ``-`` is read from stdin; an empty project name is refused."""
+memory's content or a query given as ``-`` is read from stdin; an empty project name is refused."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -18,11 +19,17 @@ from memlane.pipeline.request import Request
 def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
     """One argument per parameter ``request`` offers the command line, in its order: a required
     one positional, a flag for a boolean, a repeatable option for a list."""
-    for p in request.parameters("cli"):
-        text = p.help.replace("%", "%%")  # argparse formats help with %
+    params = request.parameters("cli")
+    # A help that names another parameter by the tool's name ("a share of max_tokens") names the
+    # option a person types instead (--max-tokens).
+    flags = {q.name: q.flag for q in params if "_" in q.name and not q.required}
+    named = re.compile(r"\b(" + "|".join(map(re.escape, flags)) + r")\b") if flags else None
+    for p in params:
+        text = named.sub(lambda m: flags[m.group(1)], p.help) if named else p.help
+        text = text.replace("%", "%%")  # argparse formats help with %
+        if p.name in FROM_STDIN:
+            text += " '-' reads it from stdin."
         if p.required:
-            if p.takes(str):
-                text += " '-' reads it from stdin."
             parser.add_argument(p.name, help=text)
             continue
         if p.many:  # one name or several (--project): ``given`` splits them at commas too
@@ -53,18 +60,22 @@ def add(parser: argparse.ArgumentParser, request: type[Request]) -> None:
 
 def given(args: argparse.Namespace, request: type[Request]) -> dict[str, Any]:
     """The request's fields the command line gave (every offered one; an option left out is
-    ``None``, which the request reads as its default). A required text given as ``-`` is read
-    from stdin (``echo "..." | memlane remember -``)."""
+    ``None``, which the request reads as its default). A text given as ``-`` is read from stdin
+    (``echo "..." | memlane remember -``)."""
     out: dict[str, Any] = {}
     for p in request.parameters("cli"):
         if hasattr(args, p.name):
             value = getattr(args, p.name)
-            if p.required and value == "-" and p.takes(str):
-                value = _stdin(p.name, getattr(args, "command", None) or "...")
+            if p.name in FROM_STDIN and value == "-":
+                command = f"memlane {getattr(args, 'command', None) or '...'}"
+                value = _stdin(p.name, f"{command} -" if p.required else f"{command} ... {p.flag} -")
             out[p.name] = _one_or_several(value) if p.many and p.takes(str) else value
     return out
 
 
+# The texts a person may pipe in, given as ``-`` (a memory's content, recall's query): not an id
+# or a name, where ``-`` would read a value no one types at length.
+FROM_STDIN = ("content", "query")
 # The options that name a project: an empty name is refused rather than read as "omitted".
 PROJECT_PARAMETERS = ("project", "current_project")
 
@@ -81,12 +92,11 @@ def project_option(value: str) -> str:
     return value
 
 
-def _stdin(name: str, command: str) -> str:
+def _stdin(name: str, example: str) -> str:
     text = sys.stdin.read()
     if not text.strip():
         raise InvalidInput(
-            f"'-' reads the {name} from stdin, and stdin was empty: pipe it in, "
-            f"e.g. echo '...' | memlane {command} -"
+            f"'-' reads the {name} from stdin, and stdin was empty: pipe it in, e.g. echo '...' | {example}"
         )
     return text
 

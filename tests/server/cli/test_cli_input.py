@@ -201,3 +201,12 @@ async def test_the_tools_read_an_empty_project_as_omitted(connect):
     async with connect() as client:
         res = await call_ok(client, "remember", {"content": "The office opens at eight", "project": ""})
         assert res["project"] == "default"
+
+
+def test_help_names_options_as_a_person_types_them():
+    """The declarations speak the tools' names (``max_tokens``); ``--help`` says the options."""
+    helps = {path: " ".join(parser.format_help().split()) for path, parser in _subcommands(_parser())}
+    assert "a share of --max-tokens" in helps["memlane recall"]
+    assert "--current-project's memories" in helps["memlane recall"]
+    for path in ("memlane recall", "memlane remember", "memlane ingest"):
+        assert "max_tokens" not in helps[path] and "current_project" not in helps[path], path
