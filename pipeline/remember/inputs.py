@@ -269,7 +269,9 @@ class MemoryPatch(_Fields):
     pinned: Annotated[bool | None, Param("Pin or unpin.")] = None
     priority: Annotated[int | None, Param("1 (low) to 5 (critical).")] = None
     occurred_at: Annotated[datetime | None, Param("ISO 8601.")] = None
-    expires_at: Annotated[datetime | None, Param("ISO 8601.")] = None
+    expires_at: Annotated[
+        datetime | None, Param("ISO 8601.", help="When it stops being true: a future date, ISO 8601.")
+    ] = None
     metadata: Annotated[dict[str, Any] | None, Param("New metadata (replaces the old object).")] = None
     fact_type: Annotated[
         str | None,
