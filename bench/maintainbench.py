@@ -56,8 +56,13 @@ async def build(ctx: BenchContext, n: int, every: int, seed: int, show: bool) ->
     with progress(len(items), "remember", show, unit="mem") as bar:
         for start in range(0, len(items), BATCH_SIZE):
             batch = items[start : start + BATCH_SIZE]
+            # Restored, as an import restores an export: the planted expiries are already past,
+            # which a new memory may not be.
             payload: list[MemoryInput | dict[str, Any]] = [
-                {k: v for k, v in it.items() if k != "duplicate_of"} for it in batch
+                MemoryInput.parse(
+                    ctx.engine.config, {k: v for k, v in it.items() if k != "duplicate_of"}, restoring=True
+                )
+                for it in batch
             ]
             for j, r in enumerate(await ctx.engine.remember_many(payload)):
                 ids[start + j] = r.id

@@ -56,7 +56,9 @@ class Param:
     field's; ``wire`` the type a caller gives where it is not derived from the field's (a date is
     a string, a tuple a list, and an omitted value ``None``); ``default`` the default a caller is
     shown where it is not the field's; ``flag`` the command line's option where it is not
-    ``--field-name``."""
+    ``--field-name``; ``help`` what ``--help`` says where the description speaks to a model
+    ("the user", "as you read it") rather than to the person at the command line (the tool's
+    description stays what every client's model was shown)."""
 
     description: str
     choices: tuple[str, ...] | None = None
@@ -64,6 +66,7 @@ class Param:
     wire: Any = None
     default: Any = _FROM_FIELD
     flag: str | None = None
+    help: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class Parameter:
     description: str
     choices: tuple[str, ...] | None
     flag: str  # the command line's option
+    help: str  # the command line's help: the description, or its words for a person
     field: Any  # the field's own type (a date: ``datetime``)
     path: tuple[str, ...]  # the field it fills, from the request (``("filters", "tags")``)
 
@@ -175,6 +179,7 @@ class Request(BaseModel):
                     description=param.description,
                     choices=param.choices,
                     flag=param.flag or "--" + caller.replace("_", "-"),
+                    help=param.help or param.description,
                     field=annotation,
                     path=(name,),
                 )
@@ -237,6 +242,8 @@ class Filters(Request):
             "project you may read, searches them all, boosting current_project's memories.",
             name="project",
             wire=str | list[str] | None,
+            help="Project to search; omitted: the default project. Several projects, or '*' for "
+            "every project, are searched together, --current-project's memories ranked first.",
         ),
     ] = ()
     category: Annotated[str | None, Param("Only memories of this category.")] = None

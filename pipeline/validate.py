@@ -58,6 +58,17 @@ def parse_datetime(value: Any, field: str) -> datetime | None:
     return dt
 
 
+def expiry(value: datetime | None, now: datetime) -> datetime | None:
+    """A new ``expires_at``: later than ``now``. Recall ignores a memory from its expiry on, so one
+    stored already expired could never be recalled, and purge would delete it unseen."""
+    if value is not None and value <= now:
+        raise InvalidInput(
+            f"expires_at {value.isoformat()} is in the past: a memory that has expired is never "
+            "recalled. Give a later date, or leave expires_at out for a memory that stays true"
+        )
+    return value
+
+
 def parse_id(value: Any) -> UUID:
     if isinstance(value, UUID):
         return value

@@ -71,7 +71,11 @@ class RecallQuery(Request):
         default=None, validate_default=True
     )  # None -> recall.default_limit
     max_tokens: Annotated[
-        int, Param("Token budget (cl100k) for this whole result as you read it (default 2000).")
+        int,
+        Param(
+            "Token budget (cl100k) for this whole result as you read it (default 2000).",
+            help="Token budget (cl100k) for the whole result (default 2000).",
+        ),
     ] = Field(default=None, validate_default=True)  # None -> recall.default_max_tokens
     budget: Annotated[
         str,
@@ -197,7 +201,7 @@ class RecallQuery(Request):
         cfg = config_of(info).recall
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput(
-                "query is empty: ask in words what you want to remember, e.g. 'user's editor preferences'"
+                "query is empty: ask in words what you want to find, e.g. 'the user's editor preferences'"
             )
         if len(value) > cfg.max_query_chars:
             raise InvalidInput(f"query is {len(value)} characters; the maximum is {cfg.max_query_chars}")

@@ -4,6 +4,9 @@ for update, ``MemoryRef`` for the memory forget and update name. The MCP tools, 
 configuration through ``parse`` (``pipeline/request.py``). Their fields' ``Param`` are the tools'
 parameters and the CLI's options.
 
+A new memory's ``expires_at`` must be in the future (one already past could never be recalled);
+``memlane import`` parses with ``restoring=True``, which keeps an export's expiry as it was.
+
 Likely secrets in the content and the metadata are redacted (or refused) here, per ``[remember]
 secrets`` (``secrets.py``), before anything is embedded or stored; ``redacted`` says what was done.
 """
@@ -11,7 +14,7 @@ secrets`` (``secrets.py``), before anything is embedded or stored; ``redacted`` 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -39,6 +42,12 @@ FACT_TYPE = (
     "world: a fact about the world or others; experience: something the user or you did or went "
     "through; opinion: a belief or judgement; instruction: how the user wants things done, standing "
     '("always ..."); preference: the user\'s own preference ("I prefer ..."). Omitted: classified.'
+)
+# The same, to the person at the command line (FACT_TYPE is what every client's model was shown).
+FACT_TYPE_HELP = (
+    "world: a fact about the world or others; experience: something you did or went through; "
+    'opinion: a belief or judgement; instruction: how you want things done, standing ("always '
+    '..."); preference: your own preference ("I prefer ..."). Omitted: classified.'
 )
 
 
@@ -99,10 +108,20 @@ class _Fields(Request):
     def _priority(cls, value: Any) -> int:
         return v.priority_value(value)
 
-    @field_validator("occurred_at", "expires_at", mode="before", check_fields=False)
+    @field_validator("occurred_at", mode="before", check_fields=False)
     @classmethod
-    def _dates(cls, value: Any, info: ValidationInfo) -> datetime | None:
-        return v.parse_datetime(value, info.field_name or "date")
+    def _occurred_at(cls, value: Any) -> datetime | None:
+        return v.parse_datetime(value, "occurred_at")
+
+    @field_validator("expires_at", mode="before", check_fields=False)
+    @classmethod
+    def _expires_at(cls, value: Any, info: ValidationInfo) -> datetime | None:
+        when = v.parse_datetime(value, "expires_at")
+        # An import restores memories as they were (context ``restoring``): one exported before it
+        # expired keeps its expiry, as the store it came from did.
+        if (info.context or {}).get("restoring"):
+            return when
+        return v.expiry(when, datetime.now(UTC))
 
     @field_validator("fact_type", mode="before", check_fields=False)
     @classmethod
@@ -135,11 +154,15 @@ class MemoryInput(_Fields):
         datetime | None, Param("When it happened, ISO 8601 (2024-05-08 or 2024-05-08T13:56:00Z).")
     ] = None
     expires_at: Annotated[
-        datetime | None, Param("When it stops being true, ISO 8601; recall ignores it after.")
+        datetime | None,
+        Param(
+            "When it stops being true, ISO 8601; recall ignores it after.",
+            help="When it stops being true: a future date, ISO 8601. Recall ignores the memory from then on.",
+        ),
     ] = None
     metadata: Annotated[dict[str, Any], Param("Any JSON object; stored and returned as given.")] = {}
     # world, experience or opinion...; None: classified (pipeline/remember/facttypes.py)
-    fact_type: Annotated[str | None, Param(FACT_TYPE, choices=v.FACT_TYPES)] = None
+    fact_type: Annotated[str | None, Param(FACT_TYPE, choices=v.FACT_TYPES, help=FACT_TYPE_HELP)] = None
     source: Annotated[
         str | None,
         Param(
@@ -246,9 +269,18 @@ class MemoryPatch(_Fields):
     pinned: Annotated[bool | None, Param("Pin or unpin.")] = None
     priority: Annotated[int | None, Param("1 (low) to 5 (critical).")] = None
     occurred_at: Annotated[datetime | None, Param("ISO 8601.")] = None
-    expires_at: Annotated[datetime | None, Param("ISO 8601.")] = None
+    expires_at: Annotated[
+        datetime | None, Param("ISO 8601.", help="When it stops being true: a future date, ISO 8601.")
+    ] = None
     metadata: Annotated[dict[str, Any] | None, Param("New metadata (replaces the old object).")] = None
-    fact_type: Annotated[str | None, Param("New fact type.", choices=v.FACT_TYPES)] = None
+    fact_type: Annotated[
+        str | None,
+        Param(
+            "New fact type.",
+            choices=v.FACT_TYPES,
+            help="New fact type. " + FACT_TYPE_HELP.removesuffix(" Omitted: classified."),
+        ),
+    ] = None
 
     @field_validator("content", mode="before")
     @classmethod

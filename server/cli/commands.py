@@ -293,7 +293,7 @@ async def _import_memlane(engine: Engine, args, report: Any) -> None:
     inputs: list[MemoryInput] = []
     for n, obj in numbered:
         try:
-            inputs.append(MemoryInput.parse(engine.config, obj))
+            inputs.append(MemoryInput.parse(engine.config, obj, restoring=True))
         except InvalidInput as e:
             errors.append(f"line {n}: {e}")
     if errors:

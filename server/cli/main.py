@@ -4,6 +4,8 @@ update, import, export, backup, restore, doctor, maintain, reembed, prompts, tok
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from memlane.server.settings import Settings
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
+EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a process that SIGPIPE ended
 # memlane setup's clients, as server/cli/clients.py names them (a test checks that they agree): here
 # so that building the parser does not import setup, which every `memlane serve` would pay for.
 # ``memlane import --from``: the readers of pipeline/importers/ (kept here so that building the
@@ -153,14 +156,20 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
         help=f"one of {', '.join(IMPORT_FORMATS)} (default auto: detected from the path and its content, "
         "and said)",
     )
-    s.add_argument("--project", help="the project to import into (memlane JSONL: for lines without one)")
+    s.add_argument(
+        "--project",
+        type=options.project_option,
+        help="the project to import into (memlane JSONL: for lines without one)",
+    )
     s.add_argument("--dry-run", action="store_true", help="read and check everything, store nothing")
     s.add_argument("--json", action="store_true", help="print the counts as JSON")
     s.add_argument("--batch-size", type=int, default=256, help="memlane JSONL: memories per transaction")
 
     s = sub.add_parser("export", help="write every memory as JSONL (round-trips through import)")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_export))
-    s.add_argument("--project")
+    s.add_argument(
+        "--project", type=options.project_option, help="only this project's memories (default: all)"
+    )
     s.add_argument("--output", "-o", help="file (default: stdout)")
 
     s = sub.add_parser(
@@ -194,7 +203,9 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     psub = s.add_subparsers(dest="prompts_command", required=True, metavar="ACTION")
     psub.add_parser("list", help="every prompt and version, with its id (name@vN#sha8) and purpose")
     show = psub.add_parser("show", help="one prompt's file: NAME (newest version) or NAME@vN")
-    show.add_argument("name", metavar="NAME[@VERSION]")
+    show.add_argument(
+        "name", metavar="NAME[@VERSION]", help="a prompt's name, as list shows it; @vN for a version"
+    )
     s = sub.add_parser(
         "maintain", help="upkeep: run the maintenance tasks (idempotent, resumable, safe while servers run)"
     )
@@ -219,10 +230,10 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     t.add_argument("--name", help="its principal's name (default: token-<hash prefix>)")
     tsub.add_parser("list", help="name, projects, created and hash prefix of every token (never the token)")
     t = tsub.add_parser("revoke", help="delete a token: its name or a prefix of its hash (6+ hex digits)")
-    t.add_argument("which", metavar="NAME-or-PREFIX")
+    t.add_argument("which", metavar="NAME-or-PREFIX", help="the token's name, or 6+ hex digits of its hash")
     s = sub.add_parser("reembed", help="re-embed every memory with the configured model (resumable)")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_reembed))
-    s.add_argument("--batch-size", type=int, default=256)
+    s.add_argument("--batch-size", type=int, default=256, help="memories embedded and written at a time")
 
     s = sub.add_parser(
         "setup",
@@ -253,6 +264,32 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     s = sub.add_parser("bench", help=BENCH_HELP, add_help=False)
     s.set_defaults(run=_bench)
     return p
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, rest: list[str]) -> None:
+    """Exits with the usage of the (sub)command the arguments were for, not the top level's, and
+    the nearest option for each misspelled one (``--projct``: did you mean --project?). By hand:
+    argparse's own ``suggest_on_error`` is newer than the Pythons memlane runs on."""
+    command = parser
+    while True:  # down to the innermost subcommand given (``memlane token create``)
+        action = next((a for a in command._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, action.dest, None) if action is not None else None
+        if action is None or chosen not in action.choices:
+            break
+        command = action.choices[chosen]
+    known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+    near = {}
+    for arg in rest:
+        flag = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1) if flag.startswith("-") else []
+        if close:
+            near[flag] = close[0]
+    message = f"unrecognized arguments: {' '.join(rest)}"
+    if len(near) == 1:
+        message += f"; did you mean {next(iter(near.values()))}?"
+    elif near:
+        message += "; did you mean " + ", ".join(f"{o} (for {f})" for f, o in near.items()) + "?"
+    command.error(message)
 
 
 def _settings(args) -> Settings:
@@ -286,6 +323,22 @@ def _command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``memlane``'s entry. A reader that stops early (``memlane setup --list | head -1``) ends
+    the command quietly: Python's own SIGPIPE handling is off, so the write raises instead; as the
+    CPython docs' note on SIGPIPE advises, stdout is pointed at devnull (so the interpreter's last
+    flush cannot raise again) and the exit code is the shell's for a process that SIGPIPE ended."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     own = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     # First: a stop from here on leaves nothing running behind (the servers take SIGINT too).
@@ -301,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
 
         bench_cli.parse(rest, into=args)
     elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        _unrecognized(parser, args, rest)
     if args.command == "setup":
         # Before the settings: setup reads none (a broken config must not stop it) and takes the
         # top-level --data-dir and --config as values for the client's entry.

@@ -24,6 +24,7 @@ from memlane.pipeline.recall.intent import analyse_offline
 from memlane.pipeline.recall.query import RecallQuery
 from memlane.pipeline.recall.retrieve import retrieve
 from memlane.pipeline.records import Query
+from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.store import graph_reads, vectors
 from memlane.pipeline.store.graph_reads import GraphRead
 from memlane.pipeline.store.writes import WRITE_LOCK_CLASS
@@ -309,11 +310,15 @@ async def test_nearest_many_searches_exactly_or_through_the_index_alike(engine, 
                         for t in ("billing", "search", "login", "mail", "backup", "report")])]  # fmt: skip
     await engine.remember_many([{"content": t, "project": "near"} for t in texts])
     expired = await engine.remember(
-        {
-            "content": "note x: decision about the billing service",
-            "project": "near",
-            "expires_at": "2001-01-01T00:00:00Z",
-        }
+        MemoryInput.parse(
+            engine.config,
+            {
+                "content": "note x: decision about the billing service",
+                "project": "near",
+                "expires_at": "2001-01-01T00:00:00Z",
+            },
+            restoring=True,  # as an import restores it: a new memory may not expire in the past
+        )
     )
     await engine.remember({"content": "note y: decision about the billing service", "project": "elsewhere"})
     queries = engine.embedder.embed_memories(

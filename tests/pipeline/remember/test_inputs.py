@@ -1,6 +1,8 @@
 """One memory input model: defaults and limits for a new memory, errors that say what is
 accepted, a patch that keeps only what was given; and a query no later stage could read."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from memlane.pipeline.config import EngineConfig
@@ -64,3 +66,23 @@ def test_memory_patch_keeps_only_what_was_given_and_refuses_project_changes():
         MemoryPatch.parse(CFG, {"project": "other"})
     with pytest.raises(InvalidInput, match="nothing to update"):
         MemoryPatch.parse(CFG, {"content": None})
+
+
+def test_an_expiry_in_the_past_is_refused_for_a_new_memory_and_an_update_but_restored_by_import():
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    future = datetime.now(UTC) + timedelta(days=1)
+    for parse, given in ((MemoryInput.parse, {"content": "x"}), (MemoryPatch.parse, {})):
+        with pytest.raises(InvalidInput, match=r"expires_at .* is in the past: a memory that has expired"):
+            parse(CFG, {**given, "expires_at": past})
+        with pytest.raises(InvalidInput, match="in the past"):
+            parse(CFG, {**given, "expires_at": "1999-01-01"})
+        assert parse(CFG, {**given, "expires_at": future.isoformat()}).expires_at == future
+    # An export's memory that has expired since keeps its expiry when imported.
+    restored = MemoryInput.parse(CFG, {"content": "x", "expires_at": "1999-01-01"}, restoring=True)
+    assert restored.expires_at == datetime(1999, 1, 1, tzinfo=UTC)
+
+
+def test_an_empty_query_asks_for_what_to_find_not_what_to_remember():
+    with pytest.raises(InvalidInput, match="query is empty: ask in words what you want to find") as e:
+        RecallQuery.parse(CFG, {"query": "  "})
+    assert "remember" not in str(e.value)

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from memlane.pipeline import maintain
+from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.server.cli.main import main
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +27,8 @@ async def test_purge_deletes_expired_memories_in_batches(engine, monkeypatch):
     keep = await engine.remember({"content": "The VPN certificate is valid", "expires_at": "2999-01-01"})
     forever = await engine.remember({"content": "Alice leads the payments team"})
     for i in range(5):
-        await engine.remember({"content": f"Temporary door code number {i} is 48{i}1", "expires_at": _past()})
+        expired = {"content": f"Temporary door code number {i} is 48{i}1", "expires_at": _past()}
+        await engine.remember(MemoryInput.parse(engine.config, expired, restoring=True))
     [dry] = await maintain.maintain(engine, ["purge"], dry_run=True)
     assert dry.summary == {"would_purge": 5} and await _count(engine) == 7
     monkeypatch.setattr(maintain, "PURGE_BATCH", 2)  # several batches

@@ -10,6 +10,7 @@ from memlane.pipeline.config import DatabaseConfig, EmbeddingConfig, EngineConfi
 from memlane.pipeline.engine import Engine
 from memlane.pipeline.errors import InvalidInput, ModelMismatch, NotFound
 from memlane.pipeline.providers.embedding import make_embedder
+from memlane.pipeline.remember.inputs import MemoryInput
 from memlane.pipeline.store import embedded, migrate
 
 pytestmark = pytest.mark.anyio
@@ -47,7 +48,9 @@ async def test_reopening_a_migrated_database_changes_nothing(engine_config, embe
 async def test_expired_memories_are_not_recalled(engine):
     past = (datetime.now(UTC) - timedelta(days=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    await engine.remember({"content": "The staging password rotates weekly", "expires_at": past})
+    # Stored before it expired: as an import restores it (a new memory may not expire in the past).
+    expired = {"content": "The staging password rotates weekly", "expires_at": past}
+    await engine.remember(MemoryInput.parse(engine.config, expired, restoring=True))
     await engine.remember({"content": "The staging server is called kestrel", "expires_at": future})
     assert await contents(engine, "staging") == ["The staging server is called kestrel"]
 

@@ -363,6 +363,7 @@ BAD_CALLS = [
     ("remember", {"content": "Standup moved", "occurred_at": "last week-ish"}, ["occurred_at", "ISO 8601"]),
     ("remember", {"content": "Standup moved", "occurred_at": "2024-13-45"}, ["occurred_at", "ISO 8601"]),
     ("remember", {"content": "Standup moved", "expires_at": "soon"}, ["expires_at", "ISO 8601"]),
+    ("remember", {"content": "Standup moved", "expires_at": "1999-01-01"}, ["expires_at", "in the past"]),
     ("remember", {"content": "Standup moved", "tags": 5}, ["tags", "valid list"]),
     ("remember", {"content": "Standup moved", "tags": [1, 2]}, ["tags", "valid string"]),
     ("remember", {"content": "Standup moved", "priority": 9}, ["priority 9 is out of range", "1", "5"]),
@@ -371,7 +372,7 @@ BAD_CALLS = [
     ("remember", {"content": "Standup moved", "metadata": [1, 2]}, ["metadata", "dictionary"]),
     ("remember", {"content": 42}, ["content", "valid string"]),
     ("remember", {"project": "x"}, ["content", "Field required"]),
-    ("recall", {"query": "   "}, ["query is empty"]),
+    ("recall", {"query": "   "}, ["query is empty", "what you want to find"]),
     ("recall", {"query": "release", "limit": 0}, ["limit must be an integer from 1 to"]),
     ("recall", {"query": "release", "budget": "extreme"}, ["budget"]),
     ("forget", {"id": str(uuid.UUID(int=1))}, [str(uuid.UUID(int=1)), "recall returns the ids"]),
@@ -386,6 +387,7 @@ BAD_CALLS = [
     ("update", {"id": "{seed}", "content": "   "}, ["content is empty"]),
     ("update", {"id": "{seed}", "priority": 6}, ["priority 6 is out of range"]),
     ("update", {"id": "{seed}", "occurred_at": "yesterday"}, ["occurred_at", "ISO 8601"]),
+    ("update", {"id": "{seed}", "expires_at": "2001-01-01T00:00Z"}, ["expires_at", "in the past"]),
 ]
 
 
