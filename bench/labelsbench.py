@@ -127,7 +127,7 @@ async def run(settings, data: Path | None = None, *, embedder=None) -> dict[str,
     memories = len(texts)
     report: dict[str, Any] = {
         "benchmark": "labels",
-        "data": data.name if data is not None else DATA_NAME,
+        "data": data.name if data is not None else f"bench/{DATA_NAME}",
         "clusters": len(clusters),
         "memories": memories,
         "embedding": embedder.model_id,
