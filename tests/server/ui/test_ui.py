@@ -650,6 +650,12 @@ async def test_the_no_category_chip_lists_exactly_the_memories_without_a_categor
     assert "No memory matches these filters" not in r.text
     assert 'id="uncategorized" checked' in r.text  # the form shows the filter it applied
 
+    # A search with the filter keeps only what recall found without a category.
+    found = (await client.get("/projects/notes?q=standup+beta+good+day&uncategorized=1")).text
+    assert f"/memories/{added[2].id}" not in found and f"/memories/{added[3].id}" not in found
+    assert {str(m.id) for m in notes if f"/memories/{m.id}" in found} <= without
+    assert f"/memories/{added[0].id}" in found or f"/memories/{added[1].id}" in found
+
     # Every other category chip of the home page lists its memories, "none" included.
     chips = re.findall(r'<a class="badge cat" href="(/projects/notes\?category=[^"]*)">([^<]*) · ', home)
     assert {unescape(name) for _, name in chips} >= {"plan", "none"}
