@@ -279,6 +279,20 @@ def _benchmarks(b: argparse.ArgumentParser) -> None:
     _common(p, plot=False)
 
     p = bs.add_parser(
+        "labels",
+        help="automatic category names against the labels a person would write "
+        "(bench/data/category_labels.json)",
+        description="Names each hand-labelled cluster's memories as automatic topics are named (before: "
+        "key-term pairs; now: noun phrases) and through the write path's topic assignment, and reports "
+        "the share that match an accepted label or its head noun. The protocol: docs/benchmarks.md.",
+    )
+    p.set_defaults(bench_run=_labels)
+    p.add_argument(
+        "--data", metavar="FILE", help="a labelled file of the same layout (default: the bundled one)"
+    )
+    _common(p, plot=False)
+
+    p = bs.add_parser(
         "beam",
         help="retrieval recall@k per ability on long coding-assistant chats (BEAM; ../shared/beam)",
         description="Stores every turn of each conversation through the remember tool's code (one "
@@ -596,6 +610,17 @@ def _topics(args, settings) -> int:
         topicsbench.run(settings, [Path(f) for f in args.files], Path(args.taxonomy), llm=args.llm)
     )
     _write(result, topicsbench.markdown(result), args)
+    return 0
+
+
+def _labels(args, settings) -> int:
+    from memlane.bench import labelsbench
+
+    if args.data and not Path(args.data).is_file():
+        print(f"memlane bench labels: no such file: {args.data}", file=sys.stderr)
+        return 2
+    result = aio.run(labelsbench.run(settings, Path(args.data) if args.data else None))
+    _write(result, labelsbench.markdown(result), args)
     return 0
 
 

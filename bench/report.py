@@ -446,6 +446,7 @@ RENDERERS = {
     "maintain": ("memlane.bench.maintainbench", "markdown"),
     "import": ("memlane.bench.importbench", "markdown"),
     "topics": ("memlane.bench.topicsbench", "markdown"),
+    "labels": ("memlane.bench.labelsbench", "markdown"),
     "backup": ("memlane.bench.backupbench", "markdown"),
     "updates": ("memlane.bench.updates", "markdown"),
     "beam": ("memlane.bench.beam", "markdown"),

@@ -35,7 +35,7 @@ class TopicsConfig(Section):
     )
     taxonomy: Literal["auto", "fixed", "hybrid"] = Field(
         default="hybrid",
-        description="fixed: only custom_topics; auto: topics made from the memories' key terms; hybrid: "
+        description="fixed: only custom_topics; auto: topics named after a noun phrase of a memory; hybrid: "
         "custom_topics first, an automatic topic when none fits.",
     )
     custom_topics: list[CustomTopic] = Field(
@@ -73,7 +73,7 @@ class TopicsConfig(Section):
         ge=-1.0,
         le=1.0,
         description="An automatic topic is reused when the memory's cosine similarity to its centroid "
-        "(the mean of its members) is at least this; otherwise a new one is made from the memory's key terms.",
+        "(the mean of its members) is at least this; otherwise a new one is named after the memory's first noun phrase.",
     )
     max_auto_topics: int = Field(
         default=200, ge=0, le=100000, description="Automatic topics per project; past it none is created."

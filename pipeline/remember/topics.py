@@ -11,9 +11,11 @@ Two kinds of topic:
   running mean of their members' embeddings, kept as a sum that each remembered batch adds to in
   one UPSERT. A memory joins an automatic topic when its cosine similarity to the centroid is at
   least ``auto_min_similarity``; when none is that close, a new topic is named after the memory's
-  two most distinctive key terms, but only when the memory has at least two (a memory of common
-  words makes no topic), only up to ``max_auto_topics`` per project, and a new name that already
-  exists joins that topic instead of making another.
+  first noun phrase that says something (``labels.py``: "berlin marathon" for "User ran the Berlin
+  marathon", not "ran marathon"), but only when it has one (a memory of vague words makes no
+  topic), only up to ``max_auto_topics`` per project, and a new name that already exists joins
+  that topic instead of making another. The topic keeps the memory's key terms (``key_terms``) to
+  describe it.
 
 ``taxonomy``: ``fixed`` uses fixed topics only (a memory may get none), ``auto`` automatic ones
 only, ``hybrid`` fixed ones first and an automatic one when no fixed topic fits. A memory gets at
@@ -29,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from memlane.pipeline.remember.labels import label
 from memlane.pipeline.words import STOPWORDS, same_word, token_rank
 
 if TYPE_CHECKING:
@@ -53,7 +56,6 @@ AUTO_TOPICS_TTL_S = 5.0
 # A key term must be at least this rare (its cl100k_base token id; merges follow corpus frequency,
 # so low ids are the most frequent words) or span several tokens.
 KEY_TERM_MIN_RANK = 2500
-MIN_KEY_TERMS = 2  # distinctiveness: a memory needs this many key terms to found a topic
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z]|[A-Za-z]")
 # Words that say little about a subject even when rare enough: time words, vague adjectives.
 _GENERIC = frozenset(
@@ -132,6 +134,11 @@ def key_terms(text: str, n: int = 3) -> list[str]:
     return ranked[:n]
 
 
+def topic_name(content: str) -> str | None:
+    """The name of an automatic topic a memory founds: its first noun phrase that is not vague."""
+    return label([content])
+
+
 def _keyword_hit(keywords: tuple[str, ...], words: set[str], lower: str) -> bool:
     for kw in keywords:
         if " " in kw or "-" in kw:
@@ -146,9 +153,14 @@ class Topics:
     """Assigns topics for one engine: the fixed topics' vectors and a short-lived cache of each
     project's automatic topics."""
 
-    def __init__(self, cfg: TopicsConfig, embedder: Embedder) -> None:
+    def __init__(
+        self, cfg: TopicsConfig, embedder: Embedder, *, namer: Callable[[str], str | None] | None = None
+    ) -> None:
         self.cfg = cfg
         self.embedder = embedder
+        # What a new automatic topic is called after the memory that founds it (``memlane bench
+        # labels`` compares namers); None: no topic.
+        self.namer = namer or topic_name
         self._fixed: list[Topic] | None = None
         self._auto: dict[str, tuple[float, list[Topic]]] = {}
 
@@ -247,10 +259,10 @@ class Topics:
         if not chosen and not learn:
             return Assignment(())
         if not chosen:
-            terms = key_terms(content)
-            if len(terms) < MIN_KEY_TERMS:
+            name = self.namer(content)
+            if not name:
                 return Assignment(())
-            name = " ".join(sorted(terms[:2], key=lower.find))
+            terms = key_terms(content)
             existing = next((t for t in auto if t.name == name), None)
             if existing is not None:
                 chosen = [(float(v @ existing.unit()), existing)]

@@ -191,6 +191,10 @@ async def project(request: Request, engine: Engine) -> Response:
     qp = request.query_params
     q = qp.get("q", "").strip()
     category = qp.get("category") or None
+    # Memories without a category: a parameter of its own, since any text could be a category's name.
+    uncategorized = forms.choice(qp.get("uncategorized"), "uncategorized", ("", "1"), "") == "1"
+    if uncategorized and category:
+        raise forms.BadRequest("give a category or ask for memories without one (uncategorized=1), not both")
     tags = [t.strip() for t in ",".join(qp.getlist("tag")).split(",") if t.strip()]
     pinned = {"": None, "yes": True, "no": False}.get(qp.get("pinned", ""), "bad")
     if pinned == "bad":
@@ -204,6 +208,7 @@ async def project(request: Request, engine: Engine) -> Response:
         "sort": forms.choice(qp.get("sort"), "sort", list(SORT_KEYS), "created"),
         "order": forms.choice(qp.get("order"), "order", ("desc", "asc"), "desc"),
         "category": category or "",
+        "uncategorized": "1" if uncategorized else "",
         "tag": ", ".join(tags),
         "pinned": qp.get("pinned", ""),
         "topic": topic,
@@ -246,7 +251,8 @@ async def project(request: Request, engine: Engine) -> Response:
             }
         )
         request.app.state.recalls.record(result.trace, source="ui")
-        context["results"] = result.memories
+        # Recall has no "no category" filter (its filters are the tools'): the page drops the others.
+        context["results"] = [r for r in result.memories if not uncategorized or r[0].category is None]
         context["total_ms"] = result.trace.total_ms
     else:
         cursor, before = qp.get("cursor") or None, qp.get("before") or None
@@ -268,6 +274,7 @@ async def project(request: Request, engine: Engine) -> Response:
             before=before,
             limit=limit,
             current_only=filters["replaced"] != "shown",
+            uncategorized=uncategorized,
         )
         context["memories"] = browse.memories
         keep: dict[str, Any] = {k: v for k, v in filters.items() if v and k != "q"}

@@ -622,3 +622,84 @@ async def test_a_memory_page_shows_its_chain_and_its_earlier_contents_and_the_pr
     shown = (await client.get("/projects/acme?replaced=shown")).text
     assert "Maya lives in Lisbon" in shown and 'class="badge replaced"' in shown
     assert (await client.get("/projects/acme?replaced=maybe")).status_code == 400
+
+
+async def test_the_no_category_chip_lists_exactly_the_memories_without_a_category(client):
+    engine = client.engine
+    added = await engine.remember_many(
+        [
+            # Common words only: no key terms, so no automatic topic and no category is made for it.
+            {"content": "It was a good day", "project": "notes"},
+            {"content": "The <b>standup</b> moved to ten", "project": "notes"},
+            {"content": "Ship the beta on Thursday", "project": "notes", "category": "plan"},
+            # The old broken link's value as a real category: not to be taken for "no category".
+            {"content": "Nothing to see", "project": "notes", "category": "none"},
+        ]
+    )
+    notes = [await engine.get(str(r.id)) for r in added]
+    without = {str(m.id) for m in notes if m.category is None}
+    assert str(added[0].id) in without
+
+    home = (await client.get("/")).text
+    chip = re.search(r'<a class="badge cat" href="(/projects/notes\?[^"]*)">no category · (\d+)</a>', home)
+    assert chip, "the home page has no 'no category' chip for notes"
+    assert int(chip.group(2)) == len(without)
+    r = await client.get(unescape(chip.group(1)))
+    assert r.status_code == 200
+    assert {str(m.id) for m in notes if f"/memories/{m.id}" in r.text} == without
+    assert "No memory matches these filters" not in r.text
+    assert 'id="uncategorized" checked' in r.text  # the form shows the filter it applied
+
+    # A search with the filter keeps only what recall found without a category.
+    found = (await client.get("/projects/notes?q=standup+beta+good+day&uncategorized=1")).text
+    assert f"/memories/{added[2].id}" not in found and f"/memories/{added[3].id}" not in found
+    assert {str(m.id) for m in notes if f"/memories/{m.id}" in found} <= without
+    assert f"/memories/{added[0].id}" in found or f"/memories/{added[1].id}" in found
+
+    # Every other category chip of the home page lists its memories, "none" included.
+    chips = re.findall(r'<a class="badge cat" href="(/projects/notes\?category=[^"]*)">([^<]*) · ', home)
+    assert {unescape(name) for _, name in chips} >= {"plan", "none"}
+    for href, name in chips:
+        page = (await client.get(unescape(href))).text
+        assert {str(m.id) for m in notes if f"/memories/{m.id}" in page} == {
+            str(m.id) for m in notes if m.category == unescape(name)
+        }
+
+    # The chips on a memory row filter the project page too.
+    listed_page = (await client.get("/projects/acme")).text
+    tag = re.search(r'<a class="badge tag" href="(/projects/acme\?tag=style)">style</a>', listed_page)
+    assert tag and "tabs over spaces" in (await client.get(tag.group(1))).text
+    assert "/projects/acme?category=decision" in listed_page
+    # Asking for a category and for none at once is refused with the reason.
+    both = await client.get("/projects/acme?category=decision&uncategorized=1")
+    assert both.status_code == 400 and "not both" in both.text
+    assert (await client.get("/projects/acme?uncategorized=yes")).status_code == 400
+
+
+async def test_a_replaced_memory_opens_with_a_banner_naming_its_replacement_and_the_undo(client):
+    engine = client.engine
+    old = await engine.remember(
+        {"content": "Maya lives in <i>Lisbon</i>", "project": "acme", "occurred_at": "2024-01-10"}
+    )
+    new = await engine.remember(
+        {
+            "content": "Maya moved to <i>Berlin</i> for her new job",
+            "project": "acme",
+            "occurred_at": "2025-06-01",
+        }
+    )
+    assert [s.id for s in new.supersedes] == [old.id]
+    page = (await client.get(f"/memories/{old.id}")).text
+    banner = re.search(r'<div class="banner replaced" id="replaced-banner".*?</div>', page, re.S)
+    assert banner, "a replaced memory's page has no banner"
+    assert page.index('id="replaced-banner"') < page.index('id="content"')  # above the memory itself
+    text = banner.group(0)
+    assert f'href="/memories/{new.id}"' in text and "2025-06-01" in text
+    assert f"memlane unsupersede {old.id}" in text
+    assert "<i>Berlin</i>" not in page and "&lt;i&gt;Berlin&lt;/i&gt;" in text  # memory text escaped
+    # The newer memory and a memory never replaced have none.
+    assert 'id="replaced-banner"' not in (await client.get(f"/memories/{new.id}")).text
+    assert 'id="replaced-banner"' not in (await client.get(f"/memories/{client.ids[0]}")).text
+    # Undone, the banner goes.
+    await engine.unsupersede(str(old.id))
+    assert 'id="replaced-banner"' not in (await client.get(f"/memories/{old.id}")).text

@@ -73,6 +73,8 @@ def site(pg_root, embedder):
         try:
             await engine.remember_many([dict(m, project="acme") for m in DEMO])
             await engine.remember({"content": XSS, "project": "acme", "category": "fact"})
+            # No category given and only vague words, so no automatic topic gives it one.
+            await engine.remember({"content": "It was a good day", "project": "notes"})
         finally:
             await engine.close()
 
@@ -157,6 +159,18 @@ def test_list_open_a_project_search_and_open_a_memory(site, browser):
     follow(browser, first)
     assert "PostgreSQL for billing" in browser.find_element(by("ID"), "content").text
     assert "decision" in browser.find_element(by("ID"), "fields").text
+
+
+def test_the_no_category_chip_opens_the_memories_without_one(site, browser):
+    base, _ = site
+    browser.get(base + "/")
+    card = next(
+        c for c in browser.find_elements(by("CSS_SELECTOR"), "section.card.project") if "notes" in c.text
+    )
+    follow(browser, card.find_element(by("PARTIAL_LINK_TEXT"), "no category"))
+    rows = browser.find_elements(by("CSS_SELECTOR"), "#memories tbody tr td.content")
+    assert [r.text for r in rows] == ["It was a good day"]
+    assert browser.find_element(by("ID"), "uncategorized").is_selected()
 
 
 def test_a_memory_with_markup_shows_as_text_and_runs_nothing(site, browser):
