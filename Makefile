@@ -14,18 +14,21 @@ TORCH_INDEX ?=
 .PHONY: install install-torch run setup test test-fast test-torch lint bench clean browser screenshots docs docs-generate dist bundle
 
 # What `make run` needs and no more: memlane and what `pip install memlane` brings (editable, so
-# the checkout's code is what runs).
+# the checkout's code is what runs). -qq: pip's errors still show, but not the editable install's
+# notice from setuptools or a warning per package about an index location, which buried the
+# server's first line under a few screens.
+PIP := $(BIN)/pip install -qq
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(PIP) --upgrade pip
+	$(PIP) -e .
 	touch $@
 
 # The checks' tools (pytest, ruff, mypy, mkdocs, cog, build, selenium...), added to the same venv by
 # the targets that use them, so `make test` after `make run` reuses it. `make install` is this.
 DEV := $(VENV)/.dev-extras
 $(DEV): $(BIN)/memlane
-	$(BIN)/pip install --quiet -e '.[test,docs]'
+	$(PIP) -e '.[test,docs]'
 	touch $@
 
 $(TORCH_VENV)/bin/memlane: pyproject.toml
