@@ -34,6 +34,7 @@ def command_as_typed() -> str:
     """The memlane a person can type to reach this one: ``memlane`` when that is on PATH, else the
     path it runs from (``make run`` runs .venv/bin/memlane, which no shell finds by name), relative
     when it is under the working directory, as the person would type it there."""
+    import shlex
     import shutil
 
     argv0 = Path(sys.argv[0])
@@ -42,9 +43,11 @@ def command_as_typed() -> str:
         return "memlane"
     where = argv0.resolve()
     try:
-        return str(where.relative_to(Path.cwd().resolve()))
+        relative = where.relative_to(Path.cwd().resolve())
     except ValueError:
-        return str(where)
+        return shlex.quote(str(where))
+    # A bare name would be looked up on PATH, where this memlane is not.
+    return shlex.quote(str(relative) if len(relative.parts) > 1 else f"./{relative}")
 
 
 def first_line(settings: Settings, transport: str, host: str, port: int) -> str:

@@ -131,6 +131,8 @@ def test_the_banner_names_the_venvs_memlane_when_it_is_not_on_path(tmp_path, mon
     settings = Settings(data_dir=tmp_path / "data")
     monkeypatch.chdir(tmp_path / "checkout")
     assert "`.venv/bin/memlane setup claude-desktop`" in first_line(settings, "stdio", "", 0)
+    monkeypatch.chdir(script.parent)
+    assert "`./memlane setup claude-desktop`" in first_line(settings, "stdio", "", 0)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     line = first_line(settings, "stdio", "", 0)
@@ -138,6 +140,15 @@ def test_the_banner_names_the_venvs_memlane_when_it_is_not_on_path(tmp_path, mon
     note = at_a_terminal(command_as_typed())
     assert f"`{script.resolve()} setup claude-desktop`" in note
     assert f"inspector {script.resolve()} serve`" in note
+
+
+def test_a_path_with_a_space_is_quoted_as_a_shell_takes_it(tmp_path, monkeypatch):
+    script = _console_script(tmp_path / "my checkout" / ".venv")
+    monkeypatch.setattr("sys.argv", [str(script), "serve"])
+    monkeypatch.setenv("PATH", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+    line = first_line(Settings(data_dir=tmp_path / "data"), "stdio", "", 0)
+    assert "`'my checkout/.venv/bin/memlane' setup claude-desktop`" in line
 
 
 def test_the_banner_says_plain_memlane_when_that_is_the_one_on_path(tmp_path, monkeypatch):
