@@ -11,12 +11,24 @@ TORCH_VENV ?= .venv-torch
 # the CPU build instead (see the README).
 TORCH_INDEX ?=
 
-.PHONY: install install-torch run test test-fast test-torch lint bench clean browser screenshots docs docs-generate dist bundle
+.PHONY: install install-torch run setup test test-fast test-torch lint bench clean browser screenshots docs docs-generate dist bundle
 
+# What `make run` needs and no more: memlane and what `pip install memlane` brings (editable, so
+# the checkout's code is what runs). -qq: pip's errors still show, but not the editable install's
+# notice from setuptools or a warning per package about an index location, which buried the
+# server's first line under a few screens.
+PIP := $(BIN)/pip install -qq
 $(BIN)/memlane: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,docs]'
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	touch $@
+
+# The checks' tools (pytest, ruff, mypy, mkdocs, cog, build, selenium...), added to the same venv by
+# the targets that use them, so `make test` after `make run` reuses it. `make install` is this.
+DEV := $(VENV)/.dev-extras
+$(DEV): $(BIN)/memlane
+	$(PIP) -e '.[test,docs]'
 	touch $@
 
 $(TORCH_VENV)/bin/memlane: pyproject.toml
@@ -31,12 +43,18 @@ node_modules/.bin/mcp-inspector: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(BIN)/memlane
+install: $(DEV)
 
 install-torch: $(TORCH_VENV)/bin/memlane
 
 run: $(BIN)/memlane
 	@$(BIN)/memlane serve
+
+# `make setup CLIENT=cursor`: point a client at this checkout's memlane (what the banner of
+# `make run` says, without typing the venv's path).
+CLIENT ?= claude-desktop
+setup: $(BIN)/memlane
+	$(BIN)/memlane setup $(CLIENT)
 
 # The memory browser's real-browser tests drive Debian's Chromium. Installed here when missing and
 # we can (root with apt-get); otherwise those tests skip and say why, and make test goes on.
@@ -47,7 +65,7 @@ browser:
 			|| echo "could not install chromium: the browser tests will be skipped"; \
 	fi
 
-test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
+test: $(DEV) node_modules/.bin/mcp-inspector browser
 	$(BIN)/python -m pytest -q
 
 # The inner loop: the tests not marked slow, in this process against the session's embedded
@@ -55,7 +73,7 @@ test: $(BIN)/memlane node_modules/.bin/mcp-inspector browser
 # own, so neither Node nor Chromium is installed for it. PYTEST_ARGS narrows it further, e.g.
 # `make test-fast PYTEST_ARGS=tests/pipeline/recall`. CI runs `make test`, which runs them all.
 PYTEST_ARGS ?=
-test-fast: $(BIN)/memlane
+test-fast: $(DEV)
 	$(BIN)/python -m pytest -q -m "not slow and not torch" $(PYTEST_ARGS)
 
 # The tests marked torch (the sentence-transformers provider, and MiniLM on torch against ONNX),
@@ -64,13 +82,13 @@ test-torch: $(TORCH_VENV)/bin/memlane
 	$(TORCH_VENV)/bin/python -m pytest -q -m torch
 
 # PNGs of every page of the memory browser over a demo store, for docs/browser.md.
-screenshots: $(BIN)/memlane browser
+screenshots: $(DEV) browser
 	$(BIN)/python -m memlane.bench.screenshots --output bench/results/ui
 
 # mypy reads the package through links named as it is imported (pyproject.toml [tool.mypy]).
 MYPY_TREE := build/mypy/memlane
 
-lint: $(BIN)/memlane
+lint: $(DEV)
 	$(BIN)/ruff check server pipeline prompts bench tests
 	$(BIN)/ruff format --check server pipeline prompts bench tests
 	$(BIN)/lint-imports
@@ -84,21 +102,21 @@ lint: $(BIN)/memlane
 # `make docs-generate` rewrites the generated parts.
 DOC_SOURCES := README.md $(wildcard docs/*.md) config.example.toml
 
-docs: $(BIN)/memlane
+docs: $(DEV)
 	$(BIN)/cog --check $(DOC_SOURCES)
 	$(BIN)/python .ci/check_doc_paths.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-docs-generate: $(BIN)/memlane
+docs-generate: $(DEV)
 	$(BIN)/cog -r $(DOC_SOURCES)
 
 # The sdist and the wheel (built from the sdist) that `pipx install` and `uvx --from` take; the
 # tests in tests/packaging build and install their own copies.
-dist: $(BIN)/memlane
+dist: $(DEV)
 	rm -f dist/memlane-*.whl dist/memlane-*.tar.gz
 	$(BIN)/python -m build --quiet --outdir dist .
 
-bench: $(BIN)/memlane
+bench: $(DEV)
 	$(BIN)/memlane bench all --output bench/results
 
 # The MCP bundle for Claude Desktop (docs/packaging.md): what `uv run` needs to build and run memlane

@@ -25,20 +25,29 @@ CLIENTS = "claude-desktop, claude-code, cursor, vscode or windsurf"
 def at_a_terminal(command: str) -> str:
     return (
         "memlane is waiting for an MCP client on stdin: `memlane serve` is started by an MCP client, "
-        "not typed into. Connect one with `memlane setup claude-desktop` (or another client), or try "
+        f"not typed into. Connect one with `{command} setup claude-desktop` (or another client), or try "
         f"the tools with `npx @modelcontextprotocol/inspector {command} serve`. Stop with Ctrl-C."
     )
 
 
-def _command() -> str:
-    """How the person ran memlane: its path when it is not on PATH (``make run`` runs .venv's)."""
+def command_as_typed() -> str:
+    """The memlane a person can type to reach this one: ``memlane`` when that is on PATH, else the
+    path it runs from (``make run`` runs .venv/bin/memlane, which no shell finds by name), relative
+    when it is under the working directory, as the person would type it there."""
+    import shlex
     import shutil
 
     argv0 = Path(sys.argv[0])
     on_path = shutil.which("memlane")
     if argv0.name != "memlane" or (on_path and Path(on_path).resolve() == argv0.resolve()):
         return "memlane"
-    return str(argv0.resolve())
+    where = argv0.resolve()
+    try:
+        relative = where.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return shlex.quote(str(where))
+    # A bare name would be looked up on PATH, where this memlane is not.
+    return shlex.quote(str(relative) if len(relative.parts) > 1 else f"./{relative}")
 
 
 def first_line(settings: Settings, transport: str, host: str, port: int) -> str:
@@ -50,7 +59,7 @@ def first_line(settings: Settings, transport: str, host: str, port: int) -> str:
     else:
         where = f"memories in {data_dir_of(settings.data_dir)} (embedded PostgreSQL)"
     if transport == "stdio":
-        how = f"serving stdio; connect a client with `memlane setup claude-desktop` ({CLIENTS})"
+        how = f"serving stdio; connect a client with `{command_as_typed()} setup claude-desktop` ({CLIENTS})"
     elif transport == "http":
         how = f"serving streamable HTTP on http://{host}:{port}/mcp; point a client at that URL"
     else:
@@ -86,4 +95,4 @@ def _stdin_is_terminal() -> bool:
 def announce(settings: Settings, transport: str, host: str, port: int) -> None:
     log.info("%s", first_line(settings, transport, host, port))
     if transport == "stdio" and _stdin_is_terminal():
-        print(at_a_terminal(_command()), file=sys.stderr, flush=True)
+        print(at_a_terminal(command_as_typed()), file=sys.stderr, flush=True)

@@ -15,7 +15,9 @@ import asyncio
 import json
 from typing import Any
 
-__all__ = ["list_tools", "parameters_markdown", "signature", "tools_markdown"]
+from pydantic import BaseModel
+
+__all__ = ["list_tools", "parameters_markdown", "result_markdown", "signature", "tools_markdown"]
 
 
 def list_tools() -> list[dict[str, Any]]:
@@ -106,3 +108,37 @@ def parameters_markdown(*, level: int = 3) -> str:
             out.append(f"| `{name}` | {_type(prop)} | {default} | {_cell(prop.get('description', ''))} |")
         out.append("")
     return "\n".join(out)
+
+
+def _shape(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    """A result field's JSON in brief: ``string``, ``[{id, similarity}]`` for a list of objects."""
+    if "$ref" in schema:
+        target = defs[schema["$ref"].rsplit("/", 1)[-1]]
+        return "{" + ", ".join(target.get("properties", {})) + "}"
+    if schema.get("type") == "array":
+        return f"[{_shape(schema.get('items', {}), defs)}]"
+    return " or ".join(s.get("type", "any") for s in _variants(schema)) or "any"
+
+
+def result_markdown(
+    model: type[BaseModel], tool: str, *, table: bool = True, notes: dict[str, str] | None = None
+) -> str:
+    """What ``tool`` returns, from its result model: a sentence naming the fields always there and
+    those present only when they apply (a ``None`` default: the model leaves them out), then, with
+    ``table``, each field's JSON shape and description (``notes``: the page's words for a field the
+    model leaves undescribed, since a description there would change what ``tools/list`` says)."""
+    schema = model.model_json_schema(mode="serialization")
+    defs = schema.get("$defs", {})
+    always = [n for n, f in model.model_fields.items() if f.default is not None or f.default_factory]
+    when = [n for n in model.model_fields if n not in always]
+    text = f"`{tool}` returns `{{{', '.join(always)}}}`"
+    if when:
+        listed = " and ".join(", ".join(f"`{n}`" for n in when).rsplit(", ", 1))
+        text += f", and {listed} when {'it applies' if len(when) == 1 else 'they apply'}"
+    if not table:
+        return text + ".\n"
+    rows = [text + ":", "", "| field | JSON | what it holds |", "|---|---|---|"]
+    for name, prop in schema.get("properties", {}).items():
+        about = prop.get("description") or (notes or {}).get(name, "")
+        rows.append(f"| `{name}` | `{_shape(prop, defs)}` | {_cell(about)} |")
+    return "\n".join(rows) + "\n"

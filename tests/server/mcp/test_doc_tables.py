@@ -81,3 +81,30 @@ def test_parameters_tables_give_every_parameter_its_type_default_and_description
     assert '| `budget` | `"low"` \\| `"mid"` \\| `"high"` | `"mid"` |' in recall
     assert "| `project` | string or array of string | - |" in recall
     assert "| `explain` | boolean | `false` |" in recall
+
+
+def test_remembers_result_is_rendered_from_its_model_with_every_field():
+    from memlane.server.mcp.models import RememberResult
+
+    text = doc_tables.result_markdown(RememberResult, "remember", notes={"id": "its id"})
+    sentence = text.splitlines()[0]
+    shown = re.search(r"`\{(.*?)\}`", sentence).group(1).split(", ")
+    assert {"supersedes", "conflicts", "similar"} <= set(shown)
+    rows = {line.split("|")[1].strip(" `") for line in text.splitlines()[4:] if line.startswith("| `")}
+    assert rows == set(RememberResult.model_fields)
+    assert "| `id` | `string` | its id |" in text  # the page's note where the model has none
+    assert "| `supersedes` | `[{id, content, date}]` |" in text
+    # Fields the model leaves out when absent are named apart, not in the braces.
+    assert "superseded_by" not in shown and "`superseded_by`" in sentence
+
+
+def test_a_result_field_present_only_when_it_applies_is_said_so():
+    from pydantic import BaseModel, Field
+
+    class Out(BaseModel):
+        id: str
+        items: list[int] = Field(default_factory=list, description="Always a list.")
+        extra: str | None = Field(default=None, description="Only sometimes.")
+
+    text = doc_tables.result_markdown(Out, "probe", table=False)
+    assert text == "`probe` returns `{id, items}`, and `extra` when it applies.\n"
