@@ -170,6 +170,12 @@ def test_a_newer_statement_answers_as_well_unless_it_drops_what_was_asked():
         ("From September, the standup is at 10am", ["From September, the standup is at 10am"]),
         ("My rent is €1,100 a month.", ["My rent is €1,100 a month"]),
         ("Tom and Jerry live in Porto", ["Tom and Jerry live in Porto"]),
+        # when, where, as what: of the statement before
+        ("I live in Porto, since May", ["I live in Porto, since May"]),
+        (
+            "I work at Siemens, in Munich, as a senior engineer",
+            ["I work at Siemens, in Munich, as a senior engineer"],
+        ),
     ],
 )
 def test_a_memory_is_read_as_its_statements(content, expected):
