@@ -15,7 +15,13 @@ about ("Maya", "I", "we"; "my sister Maya" is Maya). Then:
   older, never the other way, whatever the order they were stored in;
 - **a reason to believe it replaces**: the newer says so ("now", "moved", "switched", "no
   longer", ...), or the attribute holds one value at a time (a home, an employer; not pets or
-  hobbies). Additive news ("also", "another", "a second") supersedes nothing.
+  hobbies). Additive news ("also", "another", "a second") supersedes nothing;
+- **all of it**: the newer says something about every statement of the older (``statements``,
+  ``covers``). "Tidepool switched its cache to sled" replaces a part of "Tidepool uses Redis for
+  its cache and targets v0.3 in March": that memory stays current, its v0.3 still answers, and
+  recall puts the newer first for the question about the cache (``same_fact``,
+  ``answers_as_well``). A memory is not split into statements when stored: it is what the user
+  said, with one id, one history and one undo.
 
 Recall reads statements with the same rules, looser (``same_fact``, ``whose``): a wrong guess
 there only reorders an answer, where a wrong mark here would hide one.
@@ -126,6 +132,9 @@ _ADDITIVE_PHRASES = ("as well", "in addition", "one more", "on top of")
 _NEGATIONS = frozenset(
     "never not no don't doesn't didn't isn't aren't wasn't won't can't haven't hasn't".split()
 )
+# Verbs that only tie a subject to its value ("what does Tidepool use for its cache?", "Tidepool uses
+# Redis"): a newer statement says "switched to" or "moved to" instead, and answers as well.
+_LINKING = frozenset("use uses using run runs keep keeps".split())
 # A word this frequent (its cl100k id below this) is no attribute of its own ("went", "got").
 _RARE_RANK = 3000
 
@@ -349,6 +358,63 @@ def _plain(words: set[str]) -> set[str]:
     return {w for w in words if w not in _CHANGE_WORDS and w not in _ADDITIVE_WORDS and w not in _NEGATIONS}
 
 
+# Where one statement of a memory ends and the next begins: a sentence's end, a semicolon, a comma,
+# a conjunction between clauses ("Tidepool uses Redis for its cache and targets v0.3 in March"). A
+# piece of fewer than two content words is part of the statement beside it ("in Lisbon and Porto",
+# "From May, ..."), not a statement of its own; so is one that opens with a preposition ("I live in
+# Porto, since May": when, where or with whom, of the statement before).
+_STATEMENT_BREAK = re.compile(r"(?<=[.!?])\s+|\s*;\s*|,\s+|\s+(?:and|but|while|whereas|plus)\s+", re.I)
+_STATEMENT_WORDS = 2
+_MODIFIER = re.compile(
+    r"(?:from|after|since|starting|as|in|on|at|by|until|till|before|following|during|for|with|"
+    r"without|to|every|each|except|including|like|via|through|near|under|over)\b",
+    re.I,
+)
+
+
+def statements(content: str) -> list[str]:
+    """The statements of a memory, as spans of its text in order: one for a memory of one fact."""
+    cuts = [0, *(k for m in _STATEMENT_BREAK.finditer(content) for k in (m.start(), m.end())), len(content)]
+    spans = [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2)]
+    out: list[tuple[int, int]] = []
+    pending: int | None = None  # where a short opening piece starts, kept for the next statement
+    for a, b in spans:
+        words = {t for t in _tokens(content[a:b]) if t not in STOPWORDS and t not in _FIRST and t not in _WE}
+        modifies = bool(out) and _MODIFIER.match(content, a) is not None
+        if len([w for w in words if len(w) > 1]) >= _STATEMENT_WORDS and not modifies:
+            out.append((a if pending is None else pending, b))
+            pending = None
+        elif out:
+            out[-1] = (out[-1][0], b)
+        elif pending is None:
+            pending = a
+    if pending is not None:  # no piece of two content words: one statement
+        out = [(pending, len(content))]
+    return [t for a, b in out if (t := content[a:b].strip(" ,;.!?"))] or [content]
+
+
+def covers(newer: str, older: str) -> bool:
+    """Whether ``newer`` says something about every statement of ``older`` (``statements``): each
+    names an attribute the newer names, or shares a rarer word with it that is neither's subject.
+    "Tidepool switched its cache to sled" covers "Tidepool uses Redis for its cache", not
+    "Tidepool uses Redis for its cache and targets v0.3 in March": its v0.3 still holds, so the
+    older stays current (a wrong mark would hide it)."""
+    parts = statements(older)
+    if len(parts) < 2:
+        return True
+    rn, ro = _read(newer), _read(older)
+    who = {w for s in (rn.subject, ro.subject) if s for w in s.replace("@", " ").split()}
+    return all(_covered(_read(p), rn, who) for p in parts)
+
+
+def _covered(part: _Read, newer: _Read, who: set[str]) -> bool:
+    if part.families & newer.families:
+        return True
+    own = {w for w in _plain(set(part.words)) if not any(same_word(w, x) for x in who)}
+    shared = {w for w in own if any(same_word(w, x) for x in newer.words)}
+    return not own or any(token_rank(w) >= _RARE_RANK and not w.isdigit() for w in shared)
+
+
 def _same_attribute(a: _Read, b: _Read) -> bool:
     if a.families & b.families:
         return True
@@ -446,9 +512,9 @@ def judge(new: Text, old: Text, similarity: float) -> Verdict | None:
         (rnewer.single and bool(rn.families & ro.families) and similarity >= UNSAID_SIMILARITY)
         or (similarity >= RESTATED_SIMILARITY and _values(only_new, rn) and _values(only_old, ro))
     )
-    if rnewer.change or unsaid:
+    if (rnewer.change or unsaid) and covers(newer.content, older.content):
         return Verdict(old=older.id, new=newer.id, kind="replaces")
-    return None
+    return None  # no reason to replace, or it replaces a part: what the older says besides holds
 
 
 def same_fact(a: str, b: str) -> bool:
@@ -481,7 +547,7 @@ def answers_as_well(question: str, older: str, newer: str) -> bool:
     old = ro.words | {t for t in _tokens(older) if t.isdigit()}
     new = rn.words | {t for t in _tokens(newer) if t.isdigit()}
     for w in asked:
-        if any(_in_family(w, _FAMILIES[i][1]) for i in skip):
+        if w in _LINKING or any(_in_family(w, _FAMILIES[i][1]) for i in skip):
             continue
         if any(same_word(w, x) for x in old) and not any(same_word(w, x) for x in new):
             return False
@@ -574,9 +640,10 @@ def shares_subject(new: Text, old: Text, similarity: float) -> bool:
 
 
 def verdict_of(new: Text, old: Text, relation: str) -> Verdict | None:
-    """The verdict an LLM's relation ("replaces", "adds_to", "contradicts", "unrelated") makes,
-    ordered by valid time: a new statement dated earlier than the one it "replaces" is the one
-    replaced."""
+    """The verdict an LLM's relation ("replaces", "replaces_part", "adds_to", "contradicts",
+    "unrelated") makes, ordered by valid time: a new statement dated earlier than the one it
+    "replaces" is the one replaced. A part replaced leaves the memory current: what else it says
+    holds."""
     if relation == "replaces":
         if new.valid_from >= old.valid_from:
             return Verdict(old=old.id, new=new.id, kind="replaces")

@@ -3,8 +3,9 @@
 When it serves a write, each new short statement is shown to the ``supersede`` prompt with its
 candidates: its nearest current memories of the project that share its subject
 (``detect.shares_subject``, the same neighbours the offline detector reads), each with the date it
-became true, numbered and escaped inside ``<memory>`` tags. For each the LLM answers replaces, adds
-to, contradicts or unrelated; ``detect.verdict_of`` turns that into a mark ordered by valid time
+became true, numbered and escaped inside ``<memory>`` tags. For each the LLM answers replaces,
+replaces in part (a memory of several facts of which some still hold: it stays current), adds to,
+contradicts or unrelated; ``detect.verdict_of`` turns that into a mark ordered by valid time
 (a statement dated earlier never replaces a newer one), and ``detect.pick`` keeps one predecessor.
 
 Degrading, like every LLM stage: a provider error, a call past ``timeout_s``, a reply that is not
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RELATIONS = frozenset({"replaces", "adds_to", "contradicts", "unrelated"})
+# "replaces_part" (supersede@v2): the new statement replaces some of the facts of a stored memory
+# and the others still hold, so the stored one stays current, like "adds_to".
+RELATIONS = frozenset({"replaces", "replaces_part", "adds_to", "contradicts", "unrelated"})
 MEMORY_CHARS = 600  # a short statement is far shorter: a longer text is cut in the prompt
 
 

@@ -13,9 +13,11 @@ from memlane.pipeline.supersession.detect import (
     Text,
     about_someone_else,
     answers_as_well,
+    covers,
     decide,
     judge,
     same_fact,
+    statements,
     subject,
     whose,
 )
@@ -145,4 +147,64 @@ def test_a_newer_statement_answers_as_well_unless_it_drops_what_was_asked():
     )
     assert not answers_as_well(
         "What terminal do I like?", "My favourite terminal is kitty.", "My editor of choice is Helix."
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "Tidepool uses Redis for its cache and targets v0.3 in March",
+            ["Tidepool uses Redis for its cache", "targets v0.3 in March"],
+        ),
+        (
+            "Tidepool uses Redis as its cache. It targets v0.3 in March.",
+            ["Tidepool uses Redis as its cache", "It targets v0.3 in March"],
+        ),
+        (
+            "We deploy the API to Heroku; the frontend to Vercel",
+            ["We deploy the API to Heroku", "the frontend to Vercel"],
+        ),
+        # a list's items, an opening setting, a number's comma: one statement
+        ("Maya lives in Lisbon and Porto", ["Maya lives in Lisbon and Porto"]),
+        ("From September, the standup is at 10am", ["From September, the standup is at 10am"]),
+        ("My rent is €1,100 a month.", ["My rent is €1,100 a month"]),
+        ("Tom and Jerry live in Porto", ["Tom and Jerry live in Porto"]),
+        # when, where, as what: of the statement before
+        ("I live in Porto, since May", ["I live in Porto, since May"]),
+        (
+            "I work at Siemens, in Munich, as a senior engineer",
+            ["I work at Siemens, in Munich, as a senior engineer"],
+        ),
+    ],
+)
+def test_a_memory_is_read_as_its_statements(content, expected):
+    assert statements(content) == expected
+
+
+def test_a_newer_value_of_one_fact_of_several_leaves_the_memory_current():
+    several = text("Tidepool uses Redis for its cache and targets v0.3 in March", 0)
+    one = text("Tidepool uses Redis for its cache", 0)
+    new = text("Tidepool switched its cache to sled", 30)
+    assert not covers(new.content, several.content) and covers(new.content, one.content)
+    assert judge(new, several, similarity=0.7) is None
+    v = judge(new, one, similarity=0.7)
+    assert v is not None and v.kind == "replaces"
+    # Every statement of it replaced: replaced whole.
+    both = text("Tidepool switched its cache to sled and targets v0.4 in May", 30)
+    assert covers(both.content, several.content)
+    v = judge(both, several, similarity=0.7)
+    assert v is not None and (v.kind, v.old) == ("replaces", several.id)
+
+
+def test_a_verb_that_only_ties_a_value_is_not_what_a_question_asks():
+    assert answers_as_well(
+        "What does Tidepool use for its cache?",
+        "Tidepool uses Redis for its cache and targets v0.3 in March",
+        "Tidepool switched its cache to sled",
+    )
+    assert not answers_as_well(
+        "When does Tidepool target v0.3?",
+        "Tidepool uses Redis for its cache and targets v0.3 in March",
+        "Tidepool switched its cache to sled",
     )

@@ -13,6 +13,7 @@ import pytest
 from support.llm_fakes import ScriptedLLM, failing
 
 from memlane.pipeline.config import SupersedeStageConfig
+from memlane.pipeline.llm import prompts
 from memlane.pipeline.supersession.judge import parse_reply
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +71,23 @@ async def test_a_statement_dated_earlier_is_the_one_replaced_and_contradictions_
     assert (await eng.store.get(newer.id)).superseded_by is None
     denial = await _stored(eng, "Maya has never lived in Berlin.", "2025-03-01")
     assert [c.id for c in denial.conflicts] == [newer.id]
+
+
+async def test_a_part_replaced_leaves_the_stored_memory_current_and_the_prompt_says_so(make_engine):
+    llm = ScriptedLLM().enqueue("supersede", _reply("replaces_part"))
+    eng = await make_engine(llm)
+    # Offline, one statement replaced whole; the LLM reads that her partner is not replaced.
+    old = await _stored(eng, "Maya lives in Lisbon with her partner Joao.", "2024-01-10")
+    new = await _stored(eng, "Maya moved to Berlin.", "2025-02-01")
+    [call] = llm.calls_for("supersede")
+    assert '"replaces_part"' in call["system"] and "the others still hold" in call["system"]
+    assert not new.supersedes and (await eng.store.get(old.id)).superseded_by is None
+
+
+def test_the_first_version_of_the_prompt_is_kept():
+    v1, v2 = prompts.get("supersede", 1), prompts.get("supersede", 2)
+    assert "replaces_part" not in v1.system and "replaces_part" in v2.system
+    assert prompts.get("supersede").version >= 2
 
 
 @pytest.mark.parametrize(
