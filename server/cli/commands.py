@@ -330,7 +330,11 @@ async def _import_memlane(engine: Engine, args, report: Any) -> None:
 
 async def cmd_supersede(engine: Engine, args) -> int:
     old = await engine.supersede(args.old, args.new)
-    print(render.to_text(MemoryOut.of(old).model_dump(exclude={"score"})))
+    if args.json:
+        print(render.to_text(MemoryOut.of(old).model_dump(exclude={"score"})))
+        return 0
+    print(f"Memory {handle_of(old.id)} is now marked as replaced.")
+    print("\n".join("  " + line for line in printed.memory_card(old)))
     return 0
 
 
@@ -367,7 +371,11 @@ async def cmd_history(engine: Engine, args) -> int:
 
 async def cmd_unsupersede(engine: Engine, args) -> int:
     current = await engine.unsupersede(args.id)
-    print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
+    if args.json:
+        print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
+        return 0
+    print(f"Memory {handle_of(current.id)} is current again.")
+    print("\n".join("  " + line for line in printed.memory_card(current)))
     return 0
 
 

@@ -102,6 +102,7 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     s.set_defaults(run=_on_engine(lambda c: c.cmd_supersede))
     s.add_argument("old", metavar="OLD", help="id or handle of the memory that is no longer current")
     s.add_argument("new", metavar="NEW", help="id or handle of the memory that replaces it")
+    s.add_argument("--json", action="store_true", help="print OLD, as marked, as JSON")
     s = sub.add_parser(
         "history", help="a memory's past: the contents its updates replaced and the memories it superseded"
     )
@@ -111,6 +112,7 @@ def _parser(recall: type[Request] | None = None) -> argparse.ArgumentParser:
     s = sub.add_parser("unsupersede", help="make a superseded memory current again; prints it")
     s.set_defaults(run=_on_engine(lambda c: c.cmd_unsupersede))
     s.add_argument("id", metavar="ID", help="id or handle of the superseded memory")
+    s.add_argument("--json", action="store_true", help="print the memory, current again, as JSON")
 
     from memlane.pipeline.remember.inputs import MemoryPatch, MemoryRef
 

@@ -119,7 +119,7 @@ def doctor_checks(report: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "database",
                 OK,
                 f"{where}; PostgreSQL {report.get('postgres')}, pgvector {report.get('pgvector')}, "
-                f"schema {report.get('schema_version')}, {report.get('memories')} memories",
+                f"schema {report.get('schema_version')}, {_memories(report.get('memories'))}",
             )
         )
         recorded = report.get("recorded_model")
@@ -175,7 +175,12 @@ def doctor_lines(report: dict[str, Any]) -> Iterable[str]:
         yield f"{status:<7} {name:<{width}}  {detail}"
     failed = sum(1 for _, s, _ in checks if s == FAIL)
     warned = sum(1 for _, s, _ in checks if s == WARNING)
+    warnings = f"{warned} warning" + ("" if warned == 1 else "s")
     if report.get("status") == "ok":
-        yield f"\nAll checks passed{f' ({warned} warning(s))' if warned else ''}."
+        yield "\nAll checks passed" + (f" ({warnings})." if warned else ".")
     else:
-        yield f"\nProblems found: {failed} failed, {warned} warning(s). `memlane doctor --json` for details."
+        yield f"\nProblems found: {failed} failed, {warnings}. `memlane doctor --json` for details."
+
+
+def _memories(n: Any) -> str:
+    return "1 memory" if n == 1 else f"{n} memories"

@@ -43,7 +43,7 @@ def test_export_and_import_carry_a_supersession_even_one_the_detector_would_not_
     run = cli
     old = run("remember", "Our standup is in room 4.12", "--project", "src")
     new = run("remember", "Bring snacks on Friday", "--project", "src")
-    run("supersede", old["id"], new["id"])  # a user's decision
+    run("supersede", old["id"], new["id"], "--json")  # a user's decision
     exported = tmp_path / "export.jsonl"
     assert main(["export", "--project", "src", "-o", str(exported)]) == 0
     lines = [json.loads(line) for line in exported.read_text().splitlines()]

@@ -38,12 +38,19 @@ def test_supersede_and_unsupersede_commands(cli, capsys):
     old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
     new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
     assert [s["id"] for s in new["supersedes"]] == [old["id"]]
-    current = run("unsupersede", old["id"])
+    current = run("unsupersede", old["id"], "--json")
     assert current["id"] == old["id"] and "superseded_by" not in current
-    marked = run("supersede", old["id"][:8], new["id"][:8])
+    marked = run("supersede", old["id"][:8], new["id"][:8], "--json")
     assert marked["superseded_by"] == new["id"] and marked["valid_until"].startswith("2026-02-02")
     assert main(["supersede", old["id"], old["id"]]) != 0
     assert "cannot supersede itself" in capsys.readouterr().err
+    assert main(["unsupersede", old["id"]]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"Memory {old['id'][:8]}") and "is current again" in said
+    assert "The standup is at 9am" in said and "replaced by" not in said
+    assert main(["supersede", old["id"], new["id"]]) == 0
+    said = capsys.readouterr().out
+    assert "now marked as replaced" in said and f"replaced by {new['id'][:8]}" in said
 
 
 async def test_an_update_keeps_the_content_it_replaces_as_a_version_and_forget_drops_them(
@@ -68,10 +75,10 @@ def test_history_command(cli):
     run = cli
     old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
     new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
-    h = run("history", new["id"][:8])
+    h = run("history", new["id"][:8], "--json")
     assert h["memory"]["content"] == "The standup moved to 10am" and h["versions"] == []
     assert [s["id"] for s in h["supersedes"]] == [old["id"]] and h["superseded_by"] is None
-    assert run("history", old["id"])["superseded_by"]["id"] == new["id"]
+    assert run("history", old["id"], "--json")["superseded_by"]["id"] == new["id"]
 
 
 async def test_unsupersede_makes_a_memory_current_again_and_supersede_without_new_still_does(engine, maya):
@@ -162,9 +169,9 @@ def test_the_commands_go_through_the_engine(cli, monkeypatch, tmp_path):
     run = cli
     old = run("remember", "The standup is at 9am", "--occurred-at", "2026-01-05")
     new = run("remember", "The standup moved to 10am", "--occurred-at", "2026-02-02")
-    run("unsupersede", old["id"])
-    run("supersede", old["id"], new["id"])
-    run("history", old["id"])
+    run("unsupersede", old["id"], "--json")
+    run("supersede", old["id"], new["id"], "--json")
+    run("history", old["id"], "--json")
     exported = tmp_path / "export.jsonl"
     assert main(["export", "-o", str(exported)]) == 0
     lines = [json.loads(line) for line in exported.read_text().splitlines()]

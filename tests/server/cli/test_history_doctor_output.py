@@ -61,8 +61,8 @@ def test_doctor_prints_one_line_per_check_and_json_on_request(cli):
     checks = {line.split()[1]: line.split()[0] for line in lines[:-2]}
     assert checks["database"] == checks["model"] == checks["embedding"] == checks["prompts"] == "ok"
     assert checks["last"] == "warning"  # no backup yet
-    assert "1 memories" in lines[0] and "PostgreSQL" in lines[0]
-    assert lines[-1] == "All checks passed (1 warning(s))."
+    assert "1 memory" in lines[0] and "PostgreSQL" in lines[0]
+    assert lines[-1] == "All checks passed (1 warning)."
     code, out, _ = cli("doctor", "--json")
     report = json.loads(out)
     assert code == 0 and report["status"] == "ok" and report["memories"] == 1
