@@ -122,9 +122,14 @@ async def test_merge_resumes_from_its_cursor_and_clears_it(engine, database_url,
     assert (await engine.get(a.id)).metadata["merged_from"][0]["id"] == str(b.id)
 
 
-def test_maintain_command_reports_purge_and_merge(settings, capsys, monkeypatch):
+def test_maintain_command_reports_purge_and_merge(settings, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("MEMLANE_DATABASE__URL", settings.database.url.get_secret_value())
-    assert main(["remember", "Old wifi password hint: the cat's name", "--expires-at", _past()]) == 0
+    # remember refuses a past expiry; an import restores one as it was exported.
+    exported = tmp_path / "expired.jsonl"
+    exported.write_text(
+        json.dumps({"content": "Old wifi password hint: the cat's name", "expires_at": _past()}) + "\n"
+    )
+    assert main(["import", str(exported)]) == 0
     capsys.readouterr()
     assert main(["maintain", "--task", "purge", "--task", "merge", "--dry-run"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
