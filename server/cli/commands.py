@@ -329,13 +329,7 @@ async def _import_memlane(engine: Engine, args, report: Any) -> None:
 
 
 async def cmd_supersede(engine: Engine, args) -> int:
-    old = await engine.supersede(args.old, args.new)
-    if args.json:
-        print(render.to_text(MemoryOut.of(old).model_dump(exclude={"score"})))
-        return 0
-    print(f"Memory {handle_of(old.id)} is now marked as replaced.")
-    print("\n".join("  " + line for line in printed.memory_card(old)))
-    return 0
+    return _marked(await engine.supersede(args.old, args.new), "is now marked as replaced", args.json)
 
 
 async def cmd_history(engine: Engine, args) -> int:
@@ -370,12 +364,16 @@ async def cmd_history(engine: Engine, args) -> int:
 
 
 async def cmd_unsupersede(engine: Engine, args) -> int:
-    current = await engine.unsupersede(args.id)
-    if args.json:
-        print(render.to_text(MemoryOut.of(current).model_dump(exclude={"score"})))
-        return 0
-    print(f"Memory {handle_of(current.id)} is current again.")
-    print("\n".join("  " + line for line in printed.memory_card(current)))
+    return _marked(await engine.unsupersede(args.id), "is current again", args.json)
+
+
+def _marked(m: Memory, what: str, as_json: bool) -> int:
+    """supersede's and unsupersede's answer: the memory as marked, said for a person or as JSON."""
+    if as_json:
+        print(render.to_text(MemoryOut.of(m).model_dump(exclude={"score"})))
+    else:
+        print(f"Memory {handle_of(m.id)} {what}.")
+        print("\n".join("  " + line for line in printed.memory_card(m)))
     return 0
 
 
