@@ -122,18 +122,24 @@ async def cmd_ingest(engine: Engine, args) -> int:
 
 async def cmd_recall(engine: Engine, args) -> int:
     # The options are recall's parameters (``RecallQuery``).
-    res = await engine.recall(options.given(args, RecallQuery))
+    given = options.given(args, RecallQuery)
     if args.json:
         # Exactly what the recall tool returns to an MCP client (full ids and scores with --explain).
+        res = await engine.recall(given)
         out: dict[str, Any] = dict(res.rendered)
         if args.explain:
             out["trace"] = res.trace.as_dict()
         print(render.to_text(out))
         return 0
+    every = await engine.project_names() if asks_every_project(given.get("project")) else None
+    # A bad option is said before a missing project (an empty store's '*' is said below: the parse
+    # would refuse it in the tool's words).
+    query = RecallQuery.parse(engine.config, given, every_project=every) if every != [] else None
     unknown, counts = await _unknown_projects(engine, args)
-    if unknown is not None:
+    if unknown is not None or query is None:
         print(f"memlane: {unknown}\n{printed.projects_line(counts)}", file=sys.stderr)
         return EXIT_NO_PROJECT
+    res = await engine.recall(query)
     if not res.memories:
         print(_nothing_found(engine, args))
     shown = {m.id: m for m, _ in res.memories}
@@ -171,9 +177,9 @@ async def _unknown_projects(engine: Engine, args) -> tuple[str | None, list[tupl
     default project, when the store has none of it), and every project with its memory count."""
     given = options.given(args, RecallQuery)
     asked = given.get("project")
-    if asks_every_project(asked):
-        return None, []
     counts = [(p.project, p.memories) for p in await engine.store.project_summaries()]
+    if asks_every_project(asked):
+        return (None if counts else "there is no memory in any project yet"), counts
     known = {name for name, _ in counts}
     default = engine.config.default_project
     named = [asked] if isinstance(asked, str) else list(asked or ())

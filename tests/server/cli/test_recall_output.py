@@ -57,6 +57,9 @@ def test_an_empty_default_project_is_said_with_the_projects_there_are(cli):
     assert code == 2
     assert "the default project 'default' has no memories" in err
     assert "There are no memories yet, in any project" in err
+    # Every project of an empty store: said to the person, not the tool's refusal.
+    code, _, err = cli("recall", "anything", "--project", "*")
+    assert code == 2 and "there is no memory in any project yet" in err, err
     remember(cli, "The garden needs water on Sundays", "garden")
     code, _, err = cli("recall", "anything")
     assert code == 2 and "Projects with memories: garden (1)." in err

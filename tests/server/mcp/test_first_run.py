@@ -60,7 +60,8 @@ def test_the_first_line_says_version_data_dir_transport_and_how_to_connect(tmp_p
     assert "`memlane setup" not in banner and ".venv/bin/memlane setup claude-desktop`" in banner, banner
     assert "waiting for an MCP client on stdin" not in first  # stdin is a pipe: a client
     done = run_memlane("recall", "anything", env=env)  # runs the migrations if the serve did not
-    assert done.returncode == 0, done.stderr
+    # A fresh store has no project: recall says so to the person and exits 2.
+    assert done.returncode == 2 and "There are no memories yet" in done.stderr, done.stderr
     second = _serve_once(env)
     for log in (first, done.stderr, second):
         assert "applied migration" not in log  # debug level: one line says it, below
