@@ -12,8 +12,9 @@ Two kinds of topic:
   one UPSERT. A memory joins an automatic topic when its cosine similarity to the centroid is at
   least ``auto_min_similarity``; when none is that close, a new topic is named after the memory's
   first noun phrase that says something (``labels.py``: "berlin marathon" for "User ran the Berlin
-  marathon", not "ran marathon"), but only when it has one (a memory of vague words makes no
-  topic), only up to ``max_auto_topics`` per project, and a new name that already exists joins
+  marathon", not "ran marathon"), but only when the memory has at least two distinctive key terms
+  (a memory of common words makes no topic: categorising those moved stale values above current
+  ones through the category boost), only up to ``max_auto_topics`` per project, and a new name that already exists joins
   that topic instead of making another. The topic keeps the memory's key terms (``key_terms``) to
   describe it.
 
@@ -56,6 +57,7 @@ AUTO_TOPICS_TTL_S = 5.0
 # A key term must be at least this rare (its cl100k_base token id; merges follow corpus frequency,
 # so low ids are the most frequent words) or span several tokens.
 KEY_TERM_MIN_RANK = 2500
+MIN_KEY_TERMS = 2  # distinctiveness: a memory needs this many key terms to found a topic
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z]|[A-Za-z]")
 # Words that say little about a subject even when rare enough: time words, vague adjectives.
 _GENERIC = frozenset(
@@ -259,10 +261,10 @@ class Topics:
         if not chosen and not learn:
             return Assignment(())
         if not chosen:
-            name = self.namer(content)
+            terms = key_terms(content)
+            name = self.namer(content) if len(terms) >= MIN_KEY_TERMS else None
             if not name:
                 return Assignment(())
-            terms = key_terms(content)
             existing = next((t for t in auto if t.name == name), None)
             if existing is not None:
                 chosen = [(float(v @ existing.unit()), existing)]
