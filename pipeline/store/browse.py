@@ -104,7 +104,8 @@ class BrowseQueries(StorePart):
         """One page of the memories of the filters' project that they admit (expired ones too: the
         browser shows what is stored), with their access counts; ``current_only``: without the
         memories a newer one superseded (migration 0013); ``uncategorized``: only the memories without
-        a category (``Filters.category`` names one category; no category name can mean "none")."""
+        a category (``Filters.category`` names one category; no category name can mean "none"; the
+        browser refuses both at once)."""
         if sort not in SORT_KEYS:
             raise InvalidInput(f"sort must be one of {', '.join(SORT_KEYS)}; got {sort!r}")
         keys = SORT_KEYS[sort]
@@ -113,8 +114,6 @@ class BrowseQueries(StorePart):
         if current_only:
             conditions.append("m.superseded_by IS NULL")
         if uncategorized:
-            if filters.category is not None:
-                raise InvalidInput("give a category or ask for memories without one, not both")
             conditions.append("m.category IS NULL")
         if cursor is not None and before is not None:
             raise InvalidInput("give cursor (the next page) or before (the previous page), not both")
