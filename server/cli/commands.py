@@ -64,13 +64,9 @@ def _progress(total: int | None, desc: str):
 
 
 async def cmd_remember(engine: Engine, args) -> int:
-    metadata = None
-    if args.metadata:
-        try:
-            metadata = json.loads(args.metadata)
-        except json.JSONDecodeError as e:
-            raise InvalidInput(f"--metadata is not valid JSON: {e}") from None
-    out = await engine.remember({**options.given(args, MemoryInput), "metadata": metadata}, stream="cli")
+    out = await engine.remember(
+        {**options.given(args, MemoryInput), "metadata": _metadata(args)}, stream="cli"
+    )
     print(json.dumps(RememberResult.of(out).model_dump()))
     return 0
 
@@ -131,17 +127,18 @@ async def cmd_recall(engine: Engine, args) -> int:
             out["trace"] = res.trace.as_dict()
         print(render.to_text(out))
         return 0
-    every = await engine.project_names() if asks_every_project(given.get("project")) else None
+    counts = [(p.project, p.memories) for p in await engine.store.project_summaries()]
+    every = [name for name, _ in counts] if asks_every_project(given.get("project")) else None
     # A bad option is said before a missing project (an empty store's '*' is said below: the parse
     # would refuse it in the tool's words).
     query = RecallQuery.parse(engine.config, given, every_project=every) if every != [] else None
-    unknown, counts = await _unknown_projects(engine, args)
+    unknown = _unknown_projects(given, counts, engine.config.default_project)
     if unknown is not None or query is None:
         print(f"memlane: {unknown}\n{printed.projects_line(counts)}", file=sys.stderr)
         return EXIT_NO_PROJECT
     res = await engine.recall(query)
     if not res.memories:
-        print(_nothing_found(engine, args))
+        print(_nothing_found(given, engine.config.default_project))
     shown = {m.id: m for m, _ in res.memories}
     for i, (m, score) in enumerate(res.memories, 1):
         when = f" [{m.occurred_at.date().isoformat()}]" if m.occurred_at else ""
@@ -172,52 +169,48 @@ async def cmd_recall(engine: Engine, args) -> int:
     return 0
 
 
-async def _unknown_projects(engine: Engine, args) -> tuple[str | None, list[tuple[str, int]]]:
-    """What is wrong with the projects a recall named, if one does not exist (a typo; or the
-    default project, when the store has none of it), and every project with its memory count."""
-    given = options.given(args, RecallQuery)
+def _unknown_projects(given: dict[str, Any], counts: list[tuple[str, int]], default: str) -> str | None:
+    """What is wrong with the projects a recall named (``given``: its options), if one does not
+    exist among ``counts`` (every project with its memory count): a typo, or the default project
+    when the store has none of it."""
     asked = given.get("project")
-    counts = [(p.project, p.memories) for p in await engine.store.project_summaries()]
     if asks_every_project(asked):
-        return (None if counts else "there is no memory in any project yet"), counts
+        return None if counts else "there is no memory in any project yet"
     known = {name for name, _ in counts}
-    default = engine.config.default_project
     named = [asked] if isinstance(asked, str) else list(asked or ())
     if given.get("current_project") is not None:
         named.append(given["current_project"])
     if not named:
         if default in known:
-            return None, counts
+            return None
         return (
             f"the default project {default!r} has no memories; name one with --project NAME "
-            "(or --project '*' for every project)",
-            counts,
+            "(or --project '*' for every project)"
         )
     missing = [n for n in dict.fromkeys(validate.project_name(n, default) for n in named) if n not in known]
     if not missing:
-        return None, counts
+        return None
     guesses = [close[0] for n in missing if (close := difflib.get_close_matches(n, known, n=1))]
     hint = f" Did you mean {' or '.join(map(repr, guesses))}?" if guesses else ""
     names = ", ".join(map(repr, missing))
     said = f"there is no project {names}" if len(missing) == 1 else f"there are no projects {names}"
-    return f"{said} (no memory is stored there).{hint}", counts
+    return f"{said} (no memory is stored there).{hint}"
 
 
-def _nothing_found(engine: Engine, args) -> str:
+def _nothing_found(given: dict[str, Any], default: str) -> str:
     """The sentence a person reads when a recall found nothing in projects that exist."""
-    given = options.given(args, RecallQuery)
     asked = given.get("project")
     if asks_every_project(asked):
         where = "any project"
     elif isinstance(asked, list):
         where = "projects " + ", ".join(asked)
     else:
-        where = f"project {validate.project_name(asked, engine.config.default_project)!r}"
+        where = f"project {validate.project_name(asked, default)!r}"
     filtered = any(given.get(name) is not None for name in Filters.model_fields if name != "projects")
     narrowed = " with these filters" if filtered else ""
     wider = "fewer filters, " if filtered else ""
     return (
-        f"No memory in {where} matches {args.query!r}{narrowed}. "
+        f"No memory in {where} matches {given['query'].strip()!r}{narrowed}. "
         f"Try other words, {wider}or --project '*' to search every project."
     )
 
@@ -379,7 +372,7 @@ def _marked(m: Memory, what: str, as_json: bool) -> int:
         print(render.to_text(MemoryOut.of(m).model_dump(exclude={"score"})))
     else:
         print(f"Memory {handle_of(m.id)} {what}.")
-        print("\n".join("  " + line for line in printed.memory_card(m)))
+        print(printed.indented(printed.memory_card(m)))
     return 0
 
 
@@ -409,7 +402,7 @@ async def cmd_forget(engine: Engine, args) -> int:
             )
             return EXIT_REFUSED
         # The question on stderr, as rm -i asks: stdout stays the result (--json's too).
-        card = "\n".join("  " + line for line in printed.memory_card(m))
+        card = printed.indented(printed.memory_card(m))
         print(
             f"This memory will be deleted for good:\n\n{card}\n\nForget it? [y/N] ", end="", file=sys.stderr
         )
@@ -447,7 +440,7 @@ async def cmd_update(engine: Engine, args) -> int:
         )
         return 0
     print("Updated:\n")
-    print("\n".join("  " + line for line in printed.memory_card(updated)))
+    print(printed.indented(printed.memory_card(updated)))
     if "content" in patch.changes():
         print(f"\nThe earlier content is kept: `memlane history {handle_of(updated.id)}`.")
     for r in patch.redacted:

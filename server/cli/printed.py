@@ -63,6 +63,11 @@ def memory_card(m: Memory) -> list[str]:
     return lines
 
 
+def indented(lines: Iterable[str]) -> str:
+    """``lines`` as one block, each indented under the sentence that introduces it."""
+    return "\n".join("  " + line for line in lines)
+
+
 def replaced_line(m: Memory, by: Memory | None) -> str:
     """The mark of a replaced memory: by what, since when, and how to undo it."""
     what = handle_of(m.superseded_by)

@@ -32,6 +32,15 @@ def test_remember_dash_reads_the_content_from_stdin(cli, monkeypatch):
     code, out, err = cli("recall", "-", "--project", "stdin", "--json")
     assert code == 0, err
     assert [m["content"] for m in json.loads(out)["memories"]] == ["The staging database is called heron"]
+    # As a person reads it: stdin is read once, though the answer checks the projects too.
+    monkeypatch.setattr("sys.stdin", io.StringIO("which database is staging?\n"))
+    code, out, err = cli("recall", "-", "--project", "stdin")
+    assert code == 0, err
+    assert out.startswith(" 1. The staging database is called heron")
+    monkeypatch.setattr("sys.stdin", io.StringIO("the weather on Mars\n"))
+    code, out, err = cli("recall", "-", "--project", "stdin", "--category", "nope")
+    assert code == 0, err
+    assert out.startswith("No memory in project 'stdin' matches 'the weather on Mars' with these filters.")
 
 
 @pytest.mark.parametrize("command", ["remember", "recall"])
